@@ -1,0 +1,87 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace asyncrl {
+
+/// A bad config value, unknown key or unreadable config file. The message names the source
+/// (file:line or the command-line argument) and the dotted key.
+class config_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Where a value came from: "configs/demo.yaml:12" or "command line argument 'trainer.lr=x'".
+struct value_origin {
+  std::string where = "default";
+};
+
+/// A typed schema of dotted keys, each bound to a field of a config struct. Loading a YAML
+/// file or a `key=value` override parses the text into the field, checks it, and on failure
+/// throws config_error naming the origin and the key.
+class config_schema {
+ public:
+  /// Returns an empty string when the value is fine, else what is wrong ("must be > 0").
+  template <class T>
+  using check_fn = std::function<std::string(const T&)>;
+
+  void add(const std::string& key, int64_t* field, const std::string& help,
+           check_fn<int64_t> check = {});
+  void add(const std::string& key, double* field, const std::string& help,
+           check_fn<double> check = {});
+  void add(const std::string& key, bool* field, const std::string& help);
+  void add(const std::string& key, std::string* field, const std::string& help,
+           check_fn<std::string> check = {});
+  /// A string restricted to `choices`.
+  void add_choice(const std::string& key, std::string* field, std::vector<std::string> choices,
+                  const std::string& help);
+
+  /// Applies a YAML file: nested maps become dotted keys.
+  void load_yaml_file(const std::string& path);
+  /// Applies YAML text; `name` stands for the file in messages.
+  void load_yaml_text(const std::string& text, const std::string& name);
+  /// Applies one `dotted.key=value` command-line override.
+  void apply_override(const std::string& assignment);
+
+  /// Where each key got its current value.
+  const value_origin& origin(const std::string& key) const;
+  bool has(const std::string& key) const;
+  /// The current value of `key` as text; throws config_error for an unknown key.
+  std::string value(const std::string& key) const;
+  /// Every key and its current value as YAML, for the run directory.
+  std::string dump_yaml() const;
+  /// Every key with its type, default-or-current value and help text.
+  std::string describe() const;
+
+ private:
+  struct entry {
+    std::string type_name;
+    std::string help;
+    std::function<void(const std::string& text, const std::string& where)> set;
+    std::function<std::string()> get;
+    bool quoted = false;
+    value_origin origin;
+  };
+  void add_entry(const std::string& key, entry e);
+  entry& lookup(const std::string& key, const std::string& where);
+
+  std::map<std::string, entry> entries_;
+};
+
+/// Helper checks for the common cases.
+namespace checks {
+std::function<std::string(const int64_t&)> positive_int();
+std::function<std::string(const int64_t&)> non_negative_int();
+std::function<std::string(const int64_t&)> int_at_least(int64_t lo);
+std::function<std::string(const double&)> positive();
+std::function<std::string(const double&)> non_negative();
+std::function<std::string(const double&)> in_range(double lo, double hi);
+}  // namespace checks
+
+}  // namespace asyncrl

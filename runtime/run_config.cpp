@@ -1,0 +1,125 @@
+#include "runtime/run_config.hpp"
+
+namespace asyncrl {
+
+using namespace checks;
+
+void run_config::bind(config_schema& s) {
+  auto& mi = model.init;
+  s.add("model.path", &model.path, "starting model directory (HF layout); empty = fresh init");
+  s.add_choice("model.init.arch", &mi.arch, {"qwen2", "llama"},
+               "architecture of a fresh model: qwen2 has q/k/v biases, llama has none");
+  s.add("model.init.hidden_size", &mi.hidden_size, "hidden width", positive_int());
+  s.add("model.init.intermediate_size", &mi.intermediate_size, "MLP width", positive_int());
+  s.add("model.init.num_hidden_layers", &mi.num_hidden_layers, "decoder layers", positive_int());
+  s.add("model.init.num_attention_heads", &mi.num_attention_heads, "query heads", positive_int());
+  s.add("model.init.num_key_value_heads", &mi.num_key_value_heads, "key/value heads (GQA)",
+        positive_int());
+  s.add("model.init.max_position_embeddings", &mi.max_position_embeddings,
+        "longest sequence (prompt + response)", positive_int());
+  s.add("model.init.rope_theta", &mi.rope_theta, "RoPE base", positive());
+  s.add("model.init.rms_norm_eps", &mi.rms_norm_eps, "RMSNorm epsilon", positive());
+  s.add("model.init.tie_word_embeddings", &mi.tie_word_embeddings,
+        "share the embedding and LM-head weights");
+  s.add("model.init.init_std", &mi.init_std, "std of the normal weight init", positive());
+
+  s.add_choice("data.task", &data.task, {"arith"}, "built-in task when no JSONL paths are given");
+  s.add("data.train_path", &data.train_path, "training JSONL (GSM8K fields); empty = built-in");
+  s.add("data.test_path", &data.test_path, "test JSONL (GSM8K fields); empty = built-in");
+  s.add("data.train_size", &data.train_size, "built-in train split size", positive_int());
+  s.add("data.test_size", &data.test_size, "built-in test split size", positive_int());
+  s.add("data.seed", &data.seed, "seed of the built-in task generator");
+  s.add("data.arith.min_digits", &data.arith.min_digits, "fewest digits per operand",
+        int_at_least(1));
+  s.add("data.arith.max_digits", &data.arith.max_digits, "most digits per operand",
+        int_at_least(1));
+  s.add("data.arith.ops", &data.arith.ops, "operators to draw from, a subset of '+-'",
+        [](const std::string& v) {
+          if (v.empty()) return std::string("must name at least one operator");
+          for (char c : v)
+            if (c != '+' && c != '-') return std::string("may only contain '+' and '-'");
+          return std::string();
+        });
+  s.add("data.train_batch_size", &data.train_batch_size, "prompts per RL step", positive_int());
+  s.add("data.max_prompt_length", &data.max_prompt_length, "longest prompt in tokens",
+        positive_int());
+
+  s.add("sft.steps", &sft.steps, "optimizer steps of the warm-start", positive_int());
+  s.add("sft.batch_size", &sft.batch_size, "sequences per warm-start step", positive_int());
+  s.add("sft.lr", &sft.lr, "peak learning rate", positive());
+  s.add("sft.min_lr_ratio", &sft.min_lr_ratio, "final lr as a share of peak (cosine)",
+        in_range(0, 1));
+  s.add("sft.weight_decay", &sft.weight_decay, "AdamW weight decay", non_negative());
+  s.add("sft.grad_clip", &sft.grad_clip, "global grad-norm clip; 0 = off", non_negative());
+  s.add("sft.warmup_steps", &sft.warmup_steps, "linear warmup steps", non_negative_int());
+  s.add_choice("sft.schedule", &sft.schedule, {"constant", "warmup", "cosine"},
+               "learning-rate schedule");
+  s.add("sft.log_every", &sft.log_every, "steps between log lines", positive_int());
+
+  s.add("rollout.n", &rollout.n, "responses per prompt (group size G)", positive_int());
+  s.add("rollout.temperature", &rollout.temperature, "sampling temperature; 0 = greedy",
+        non_negative());
+  s.add("rollout.top_k", &rollout.top_k, "keep the k most likely tokens; 0 = off",
+        non_negative_int());
+  s.add("rollout.top_p", &rollout.top_p, "nucleus sampling mass; 1 = off", [](const double& v) {
+    return (v > 0 && v <= 1) ? std::string() : std::string("must be in (0, 1]");
+  });
+  s.add("rollout.max_new_tokens", &rollout.max_new_tokens, "response length limit", positive_int());
+  s.add("rollout.num_workers", &rollout.num_workers, "rollout workers", positive_int());
+  s.add("rollout.max_batch", &rollout.max_batch, "KV-cache slots per worker", positive_int());
+  s.add("rollout.chunk_tokens", &rollout.chunk_tokens,
+        "decode steps between control-message checks", positive_int());
+
+  s.add("eval.samples", &eval.samples, "samples per question; > 1 adds mean@N", positive_int());
+  s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
+  s.add("eval.batch", &eval.batch, "KV-cache slots during eval", positive_int());
+
+  s.add("runtime.seed", &runtime.seed, "seed of every RNG stream");
+  s.add("runtime.run_dir", &runtime.run_dir, "output directory of the run",
+        [](const std::string& v) {
+          return v.empty() ? std::string("must not be empty") : std::string();
+        });
+  s.add("runtime.device", &runtime.device, "torch device: cpu, cuda or cuda:N",
+        [](const std::string& v) {
+          if (v == "cpu" || v == "cuda" || v.rfind("cuda:", 0) == 0) return std::string();
+          return std::string("expected cpu, cuda or cuda:N");
+        });
+  s.add("runtime.threads", &runtime.threads, "torch threads; 0 = all cores", non_negative_int());
+  s.add_choice("runtime.log_level", &runtime.log_level, {"trace", "debug", "info", "warn", "error"},
+               "log verbosity");
+}
+
+namespace {
+
+// Checks that involve more than one key; reported against the later-set key's origin.
+void cross_check(const loaded_config& lc) {
+  auto& c = lc.cfg;
+  auto& s = lc.schema;
+  auto fail = [&](const std::string& key, const std::string& what) {
+    throw config_error(s.origin(key).where + ": key '" + key + "': " + what);
+  };
+  if (c.data.arith.min_digits > c.data.arith.max_digits)
+    fail("data.arith.max_digits",
+         "must be >= data.arith.min_digits (" + std::to_string(c.data.arith.min_digits) + ")");
+  if (c.model.init.num_attention_heads % c.model.init.num_key_value_heads != 0)
+    fail("model.init.num_key_value_heads", "must divide model.init.num_attention_heads");
+  if (c.model.init.hidden_size % c.model.init.num_attention_heads != 0)
+    fail("model.init.num_attention_heads", "must divide model.init.hidden_size");
+  if ((c.model.init.hidden_size / c.model.init.num_attention_heads) % 2 != 0)
+    fail("model.init.num_attention_heads", "head_dim must be even for rotary embeddings");
+}
+
+}  // namespace
+
+std::unique_ptr<loaded_config> load_config(const std::string& path,
+                                           const std::vector<std::string>& overrides) {
+  auto lc = std::make_unique<loaded_config>();
+  lc->cfg.bind(lc->schema);
+  if (!path.empty()) lc->schema.load_yaml_file(path);
+  for (auto& o : overrides)
+    lc->schema.apply_override(o);
+  cross_check(*lc);
+  return lc;
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/config.hpp"
+
+namespace asyncrl {
+
+/// Architecture of a freshly initialised policy (used when model.path is empty).
+struct model_init_config {
+  std::string arch = "qwen2";  // qwen2 (q/k/v biases) or llama (none)
+  int64_t hidden_size = 128;
+  int64_t intermediate_size = 384;
+  int64_t num_hidden_layers = 4;
+  int64_t num_attention_heads = 4;
+  int64_t num_key_value_heads = 2;
+  int64_t max_position_embeddings = 256;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = true;
+  double init_std = 0.02;
+};
+
+struct model_section {
+  std::string path;  // starting model directory (HF layout); empty = initialise from model.init
+  model_init_config init;
+};
+
+/// The built-in procedurally generated arithmetic task.
+struct arith_config {
+  int64_t min_digits = 1;
+  int64_t max_digits = 3;
+  std::string ops = "+-";
+};
+
+struct data_section {
+  std::string task = "arith";  // built-in task, used when train_path/test_path are empty
+  std::string train_path;      // GSM8K-style JSONL (question, answer with '#### N')
+  std::string test_path;
+  int64_t train_size = 20000;
+  int64_t test_size = 256;
+  int64_t seed = 1234;
+  arith_config arith;
+  int64_t train_batch_size = 16;  // prompts per RL step
+  int64_t max_prompt_length = 64;
+};
+
+/// Supervised warm-start.
+struct sft_section {
+  int64_t steps = 400;
+  int64_t batch_size = 64;
+  double lr = 3e-3;
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;
+  int64_t warmup_steps = 20;
+  std::string schedule = "cosine";
+  int64_t log_every = 25;
+};
+
+/// Sampling for rollouts (and for the sampled part of eval).
+struct rollout_section {
+  int64_t n = 8;  // group size G
+  double temperature = 1.0;
+  int64_t top_k = 0;   // 0 = off
+  double top_p = 1.0;  // 1 = off
+  int64_t max_new_tokens = 48;
+  int64_t num_workers = 1;
+  int64_t max_batch = 128;   // KV-cache slots per worker (continuous batching)
+  int64_t chunk_tokens = 4;  // decode steps between control-message checks
+};
+
+struct eval_section {
+  int64_t samples = 1;  // >1 also reports mean@N with rollout sampling
+  int64_t max_new_tokens = 48;
+  int64_t batch = 128;
+};
+
+struct runtime_section {
+  int64_t seed = 1;
+  std::string run_dir = "runs/demo";
+  std::string device = "cpu";  // cpu, cuda, cuda:N
+  int64_t threads = 0;         // torch intra-op threads; 0 = all cores
+  std::string log_level = "info";
+};
+
+/// Every key of the YAML config, grouped by section.
+struct run_config {
+  model_section model;
+  data_section data;
+  sft_section sft;
+  rollout_section rollout;
+  eval_section eval;
+  runtime_section runtime;
+
+  /// Binds every field to its dotted key with help text and checks.
+  void bind(config_schema& schema);
+};
+
+/// A loaded config: the values plus the schema that knows where each came from.
+struct loaded_config {
+  run_config cfg;
+  config_schema schema;
+};
+
+/// Loads defaults, then `path` (if not empty), then `key=value` overrides in order, then runs
+/// cross-key checks. Throws config_error naming file:line or the argument, and the key.
+std::unique_ptr<loaded_config> load_config(const std::string& path,
+                                           const std::vector<std::string>& overrides);
+
+}  // namespace asyncrl

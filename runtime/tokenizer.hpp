@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace asyncrl {
+
+/// A character-level tokenizer. The built-in vocabulary is the four specials <pad>, <bos>,
+/// <eos>, <unk> (ids 0..3) followed by '\n' and printable ASCII 32..126. It is saved beside
+/// a model as `tokenizer.json`.
+class char_tokenizer {
+ public:
+  /// The built-in vocabulary described above (vocab_size() == 100).
+  static char_tokenizer builtin();
+  /// Loads `tokenizer.json`; throws std::runtime_error naming the file and what is wrong.
+  static char_tokenizer load(const std::string& path);
+  /// Writes `tokenizer.json` (atomically: temp file + rename).
+  void save(const std::string& path) const;
+
+  /// Text to ids, without specials. Characters outside the vocabulary map to <unk>.
+  std::vector<int32_t> encode(std::string_view text) const;
+  /// Ids to text. Specials are dropped when skip_special, else rendered as "<eos>" etc.
+  /// Ids outside [0, vocab_size) render as <unk>; never throws on bad ids.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special = true) const;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(chars_.size()) + kNumSpecial; }
+  int32_t pad_id() const { return 0; }
+  int32_t bos_id() const { return 1; }
+  int32_t eos_id() const { return 2; }
+  int32_t unk_id() const { return 3; }
+
+  static constexpr int32_t kNumSpecial = 4;
+
+ private:
+  std::string chars_;         // chars_[i] has id i + kNumSpecial
+  int32_t lookup_[256] = {};  // byte -> id (unk_id when absent)
+  void build_lookup();
+};
+
+}  // namespace asyncrl

@@ -1,0 +1,149 @@
+// Config loading: every error names where the value came from and the key.
+
+#include <gtest/gtest.h>
+
+#include "runtime/run_config.hpp"
+#include "tests/test_util.hpp"
+
+using namespace asyncrl;
+
+namespace {
+
+// Loads YAML text as a file and returns the config_error message ("" if none).
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  test::temp_dir dir("cfg");
+  auto path = dir.file("c.yaml");
+  test::write_text(path, yaml);
+  try {
+    load_config(path, overrides);
+  } catch (const config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
+
+TEST(Config, DefaultsLoadWithoutAFile) {
+  auto lc = load_config("", {});
+  EXPECT_EQ(lc->cfg.rollout.n, 8);
+  EXPECT_EQ(lc->cfg.runtime.device, "cpu");
+  EXPECT_EQ(lc->schema.origin("rollout.n").where, "default");
+}
+
+TEST(Config, ValuesAndOverridesApplyInOrder) {
+  test::temp_dir dir("cfg");
+  auto path = dir.file("c.yaml");
+  test::write_text(path, "sft:\n  lr: 0.5\n  steps: 7\nrollout:\n  top_p: 0.9\n");
+  auto lc = load_config(path, {"sft.steps=9", "runtime.run_dir=\"x y\""});
+  EXPECT_DOUBLE_EQ(lc->cfg.sft.lr, 0.5);
+  EXPECT_EQ(lc->cfg.sft.steps, 9);
+  EXPECT_DOUBLE_EQ(lc->cfg.rollout.top_p, 0.9);
+  EXPECT_EQ(lc->cfg.runtime.run_dir, "x y");
+  EXPECT_EQ(lc->schema.origin("sft.lr").where, path + ":2");
+  EXPECT_TRUE(contains(lc->schema.origin("sft.steps").where, "sft.steps=9"));
+}
+
+TEST(Config, UnknownKeyNamesFileLineAndSuggests) {
+  auto msg = error_of("sft:\n  steps: 3\n  lrr: 0.1\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:3")) << msg;
+  EXPECT_TRUE(contains(msg, "unknown key 'sft.lrr'")) << msg;
+  EXPECT_TRUE(contains(msg, "did you mean 'sft.lr'")) << msg;
+}
+
+TEST(Config, UnknownSectionIsReported) {
+  auto msg = error_of("trainr:\n  lr: 1\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:2: unknown key 'trainr.lr'")) << msg;
+}
+
+TEST(Config, WrongTypesNameTheKey) {
+  auto msg = error_of("rollout:\n  n: eight\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:2: key 'rollout.n': expected an integer, got 'eight'")) << msg;
+  msg = error_of("sft:\n  lr: fast\n");
+  EXPECT_TRUE(contains(msg, "key 'sft.lr': expected a finite number")) << msg;
+  msg = error_of("model:\n  init:\n    tie_word_embeddings: maybe\n");
+  EXPECT_TRUE(
+      contains(msg, "c.yaml:3: key 'model.init.tie_word_embeddings': expected true or false"))
+      << msg;
+  msg = error_of("rollout:\n  n: 2.5\n");
+  EXPECT_TRUE(contains(msg, "expected an integer, got '2.5'")) << msg;
+}
+
+TEST(Config, BadValuesSayWhatIsExpected) {
+  auto msg = error_of("rollout:\n  n: 0\n");
+  EXPECT_TRUE(contains(msg, "key 'rollout.n': must be > 0 (got 0)")) << msg;
+  msg = error_of("rollout:\n  top_p: 1.5\n");
+  EXPECT_TRUE(contains(msg, "key 'rollout.top_p': must be in (0, 1]")) << msg;
+  msg = error_of("sft:\n  schedule: linear\n");
+  EXPECT_TRUE(contains(msg, "key 'sft.schedule': expected one of {constant, warmup, cosine}"))
+      << msg;
+  msg = error_of("runtime:\n  device: tpu\n");
+  EXPECT_TRUE(contains(msg, "key 'runtime.device'")) << msg;
+  msg = error_of("data:\n  arith:\n    ops: \"*\"\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:3: key 'data.arith.ops'")) << msg;
+}
+
+TEST(Config, CrossKeyChecksNameTheLaterKey) {
+  auto msg = error_of("data:\n  arith:\n    min_digits: 4\n    max_digits: 2\n");
+  EXPECT_TRUE(contains(msg,
+                       "c.yaml:4: key 'data.arith.max_digits': must be >= "
+                       "data.arith.min_digits (4)"))
+      << msg;
+  msg = error_of("", {"model.init.num_key_value_heads=3"});
+  EXPECT_TRUE(contains(msg, "command line argument 'model.init.num_key_value_heads=3'")) << msg;
+  EXPECT_TRUE(contains(msg, "must divide model.init.num_attention_heads")) << msg;
+}
+
+TEST(Config, OverrideErrorsNameTheArgument) {
+  auto msg = error_of("", {"sft.steps"});
+  EXPECT_TRUE(contains(msg, "command line argument 'sft.steps': expected dotted.key=value")) << msg;
+  msg = error_of("", {"sft.stepz=3"});
+  EXPECT_TRUE(contains(msg, "unknown key 'sft.stepz' (did you mean 'sft.steps'?)")) << msg;
+  msg = error_of("", {"sft.steps=-1"});
+  EXPECT_TRUE(contains(msg, "command line argument 'sft.steps=-1': key 'sft.steps': must be > 0"))
+      << msg;
+}
+
+TEST(Config, SyntaxErrorsListsAndMissingValues) {
+  auto msg = error_of("sft:\n  steps: [1, 2\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:")) << msg;
+  EXPECT_TRUE(contains(msg, "invalid YAML")) << msg;
+  msg = error_of("sft:\n  steps: [1, 2]\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:2: key 'sft.steps': lists are not supported")) << msg;
+  msg = error_of("sft:\n  steps:\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:2: key 'sft.steps': has no value")) << msg;
+  msg = error_of("- a\n- b\n");
+  EXPECT_TRUE(contains(msg, "top level must be a map")) << msg;
+}
+
+TEST(Config, MissingFileIsNamed) {
+  try {
+    load_config("/nonexistent/x.yaml", {});
+    FAIL();
+  } catch (const config_error& e) {
+    EXPECT_TRUE(contains(e.what(), "/nonexistent/x.yaml: cannot open config file")) << e.what();
+  }
+}
+
+TEST(Config, DumpRoundTrips) {
+  auto lc = load_config("", {"sft.lr=0.25", "runtime.run_dir=out/dir", "rollout.n=3"});
+  test::temp_dir dir("cfg");
+  auto path = dir.file("dump.yaml");
+  test::write_text(path, lc->schema.dump_yaml());
+  auto again = load_config(path, {});
+  EXPECT_DOUBLE_EQ(again->cfg.sft.lr, 0.25);
+  EXPECT_EQ(again->cfg.runtime.run_dir, "out/dir");
+  EXPECT_EQ(again->cfg.rollout.n, 3);
+  EXPECT_EQ(again->schema.dump_yaml(), lc->schema.dump_yaml());
+}
+
+TEST(Config, ShippedConfigsLoad) {
+  for (auto name : {"demo.yaml"}) {
+    auto path = std::string(ASYNCRL_SOURCE_DIR) + "/configs/" + name;
+    EXPECT_NO_THROW(load_config(path, {})) << path;
+  }
+}
+
+}  // namespace
