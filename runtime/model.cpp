@@ -41,7 +41,8 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
 }
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  auto xf = x.to(torch::kFloat32);
+  // At least float32 (HF upcasts half precision here); float64 models stay float64.
+  auto xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat32);
   auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
   return weight * (xf * torch::rsqrt(var + eps_)).to(x.scalar_type());
 }
@@ -172,7 +173,8 @@ TransformerImpl::TransformerImpl(const model_config& cfg) {
 torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Tensor& pos,
                                        attention_inputs& in) {
   // (B, T, D/2) angles -> (B, 1, T, D) tables, duplicated halves as in HF.
-  auto freqs = pos.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;
+  // In the model's precision: float32 as in HF, float64 for a float64 trainer.
+  auto freqs = pos.to(inv_freq_.scalar_type()).unsqueeze(-1) * inv_freq_;
   auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
   in.cos = emb.cos();
   in.sin = emb.sin();

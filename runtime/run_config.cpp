@@ -74,6 +74,57 @@ void run_config::bind(config_schema& s) {
   s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
   s.add("eval.batch", &eval.batch, "KV-cache slots during eval", positive_int());
 
+  auto& al = algorithm;
+  s.add_choice("algorithm.adv_estimator", &al.adv_estimator, {"grpo", "drgrpo"},
+               "grpo: (r - mean) / (std + 1e-6) per group; drgrpo: r - mean");
+  s.add("algorithm.filter_groups", &al.filter_groups,
+        "skip groups whose rewards are all equal (counted in filtered_groups)");
+  s.add_choice("algorithm.loss", &al.loss, {"grpo", "decoupled"},
+               "grpo: coupled PPO clip; decoupled: AReaL's behaviour/proximal split");
+  s.add_choice("algorithm.prox_logp", &al.prox_logp, {"recompute", "loglinear"},
+               "decoupled proximal log-probs: a forward pass, or A-3PO's interpolation");
+  s.add("algorithm.use_rollout_logprobs", &al.use_rollout_logprobs,
+        "coupled loss: take logp_old from the rollout instead of an old-policy forward");
+  s.add("algorithm.clip_eps_low", &al.clip_eps_low, "ratio clip below: 1 - eps_low",
+        in_range(0, 1));
+  s.add("algorithm.clip_eps_high", &al.clip_eps_high, "ratio clip above: 1 + eps_high",
+        non_negative());
+  s.add("algorithm.dual_clip_c", &al.dual_clip_c, "dual clip for A < 0: min(L, -c A); 0 = off",
+        [](const double& v) {
+          return (v == 0 || v > 1) ? std::string() : std::string("must be 0 (off) or > 1");
+        });
+  s.add("algorithm.kl_coef", &al.kl_coef, "beta of the k3 KL penalty", non_negative());
+  s.add("algorithm.imp_weight_cap", &al.imp_weight_cap,
+        "decoupled: mask tokens whose behaviour weight exceeds this; 0 = off", non_negative());
+  s.add_choice("algorithm.loss_agg", &al.loss_agg, {"token-mean", "seq-mean"},
+               "token-mean over the whole batch, or the mean of per-sequence means");
+
+  auto& tr = trainer;
+  s.add("trainer.micro_batch_size", &tr.micro_batch_size, "responses per forward/backward",
+        positive_int());
+  s.add("trainer.ppo_mini_batch_size", &tr.ppo_mini_batch_size,
+        "prompts (groups) per optimizer step; 0 = data.train_batch_size", non_negative_int());
+  s.add("trainer.shared_prompt_attention", &tr.shared_prompt_attention,
+        "pack each prompt with its responses into one sequence");
+  s.add("trainer.deterministic_accumulation", &tr.deterministic_accumulation,
+        "accumulate gradients in float64 so that arrival order does not change the result");
+  s.add_choice("trainer.precision", &tr.precision, {"float32", "float64"},
+               "the trainer's weights and arithmetic; float64 makes updates independent of the "
+               "micro-batch partition to ~1e-12 (rollouts always run float32)");
+  s.add("trainer.compute_ref", &tr.compute_ref,
+        "run the reference model for the kl metric even when kl_coef is 0");
+  s.add("trainer.lr", &tr.lr, "peak learning rate", positive());
+  s.add("trainer.min_lr_ratio", &tr.min_lr_ratio, "final lr as a share of peak (cosine)",
+        in_range(0, 1));
+  s.add_choice("trainer.lr_schedule", &tr.lr_schedule, {"constant", "warmup", "cosine"},
+               "learning-rate schedule");
+  s.add("trainer.warmup_steps", &tr.warmup_steps, "linear warmup steps", non_negative_int());
+  s.add("trainer.weight_decay", &tr.weight_decay, "AdamW weight decay", non_negative());
+  s.add("trainer.beta1", &tr.beta1, "Adam beta1", in_range(0, 0.999999));
+  s.add("trainer.beta2", &tr.beta2, "Adam beta2", in_range(0, 0.999999));
+  s.add("trainer.grad_clip", &tr.grad_clip, "global grad-norm clip; 0 = off", non_negative());
+  s.add("trainer.total_steps", &tr.total_steps, "optimizer steps of an RL run", positive_int());
+
   s.add("runtime.seed", &runtime.seed, "seed of every RNG stream");
   s.add("runtime.run_dir", &runtime.run_dir, "output directory of the run",
         [](const std::string& v) {

@@ -78,6 +78,40 @@ struct eval_section {
   int64_t batch = 128;
 };
 
+/// The RL objective: advantages, policy loss and the proximal policy (seed 000, 001, 004).
+struct algorithm_section {
+  std::string adv_estimator = "grpo";   // grpo: (r - mean) / (std + 1e-6); drgrpo: r - mean
+  bool filter_groups = false;           // skip groups whose rewards are all equal (counted)
+  std::string loss = "grpo";            // grpo (coupled PPO clip) or decoupled (AReaL)
+  std::string prox_logp = "recompute";  // decoupled: recompute (forward pass) or loglinear (A-3PO)
+  bool use_rollout_logprobs = false;    // coupled: logp_old from the rollout instead of a forward
+  double clip_eps_low = 0.2;
+  double clip_eps_high = 0.2;
+  double dual_clip_c = 3.0;             // 0 = off
+  double kl_coef = 0.0;                 // beta of the k3 KL penalty against the reference
+  double imp_weight_cap = 0.0;          // decoupled: mask tokens with w above this; 0 = off
+  std::string loss_agg = "token-mean";  // token-mean over the whole batch, or seq-mean
+};
+
+/// The optimizer and how a batch is cut into micro-batches and mini-batches.
+struct trainer_section {
+  int64_t micro_batch_size = 32;    // responses per forward/backward
+  int64_t ppo_mini_batch_size = 0;  // prompts (groups) per optimizer step; 0 = the whole batch
+  bool shared_prompt_attention = false;
+  bool deterministic_accumulation = true;  // float64 gradient buffers
+  std::string precision = "float32";       // float64: the trainer's weights and math in float64
+  bool compute_ref = true;  // reference forward for the kl metric even when kl_coef = 0
+  double lr = 1e-4;
+  double min_lr_ratio = 0.0;
+  std::string lr_schedule = "constant";  // constant, warmup, cosine
+  int64_t warmup_steps = 0;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double grad_clip = 1.0;
+  int64_t total_steps = 20;
+};
+
 struct runtime_section {
   int64_t seed = 1;
   std::string run_dir = "runs/demo";
@@ -93,6 +127,8 @@ struct run_config {
   sft_section sft;
   rollout_section rollout;
   eval_section eval;
+  algorithm_section algorithm;
+  trainer_section trainer;
   runtime_section runtime;
 
   /// Binds every field to its dotted key with help text and checks.

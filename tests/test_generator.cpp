@@ -10,30 +10,14 @@
 #include "runtime/generator.hpp"
 #include "runtime/model.hpp"
 #include "runtime/sampler.hpp"
+#include "tests/tiny_model.hpp"
 
 using namespace asyncrl;
 
 namespace {
 
-model_config tiny_config() {
-  model_config c;
-  c.model_type = "qwen2";
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 128;
-  c.tie_word_embeddings = false;
-  c.attention_bias = true;
-  c.eos_token_id = 2;
-  return c;
-}
-
 std::shared_ptr<CausalLMImpl> tiny_model(uint64_t seed) {
-  return init_causal_lm(tiny_config(), 0.3, seed, torch::kCPU).ptr();
+  return init_causal_lm(test::tiny_model_config(), 0.3, seed, torch::kCPU).ptr();
 }
 
 gen_request make_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_new,

@@ -11,7 +11,8 @@ using namespace asyncrl;
 
 TEST(Rng, DrawsArePureFunctionsOfTheirCoordinates) {
   rng_stream a(5, 17, 3), b(5, 17, 3);
-  for (uint64_t c = 0; c < 100; ++c) EXPECT_EQ(a.bits(c), b.bits(c));
+  for (uint64_t c = 0; c < 100; ++c)
+    EXPECT_EQ(a.bits(c), b.bits(c));
   // Drawing out of order changes nothing: no hidden state.
   EXPECT_EQ(a.uniform(42), rng_stream(5, 17, 3).uniform(42));
 }
@@ -20,7 +21,8 @@ TEST(Rng, StreamsAreDistinct) {
   std::set<uint64_t> keys;
   for (uint64_t seed : {0, 1})
     for (uint64_t p = 0; p < 20; ++p)
-      for (uint64_t s = 0; s < 20; ++s) keys.insert(rng_stream(seed, p, s).key());
+      for (uint64_t s = 0; s < 20; ++s)
+        keys.insert(rng_stream(seed, p, s).key());
   EXPECT_EQ(keys.size(), 800u);
   // Swapping prompt and sample index gives another stream.
   EXPECT_NE(rng_stream(1, 2, 3).key(), rng_stream(1, 3, 2).key());

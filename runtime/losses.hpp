@@ -1,0 +1,122 @@
+#pragma once
+
+// The RL objective as plain tensor functions, callable on a user's own tensors. Every formula
+// is in shared/notes/async-rl-reference.md. Per-token tensors share one shape, typically
+// (B, T) with `mask` marking response tokens; they may live on any device. Bad shapes or an
+// empty batch throw std::invalid_argument with a message naming the argument.
+
+#include <ATen/ATen.h>
+
+#include <string>
+
+namespace asyncrl::rl {
+
+// Advantages ----------------------------------------------------------------------------------
+
+/// GRPO group normalisation for rewards (num_groups, G):
+/// A = (r - mean) / (std + eps) with the unbiased std (N - 1), or A = r - mean when
+/// `divide_by_std` is false (Dr.GRPO). A group of one gets mean 0 and std 1, as in verl.
+at::Tensor group_advantages(const at::Tensor& rewards, bool divide_by_std = true,
+                            double eps = 1e-6);
+
+/// (num_groups,) bool: groups whose rewards are all equal, so every advantage is 0.
+at::Tensor zero_variance_groups(const at::Tensor& rewards);
+
+// Policy-gradient terms -----------------------------------------------------------------------
+
+struct clip_config {
+  double eps_low = 0.2;   // ratio >= 1 - eps_low
+  double eps_high = 0.2;  // ratio <= 1 + eps_high
+  double dual_c = 3.0;    // A < 0: min(L, -c A); 0 = off
+};
+
+/// Per-token clipped surrogate for a log-ratio (log-ratio clamped to [-20, 20] before exp):
+/// L = -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), then the dual clip for A < 0.
+struct surrogate {
+  at::Tensor loss;     // per token
+  at::Tensor ratio;    // per token, exp(log_ratio)
+  at::Tensor clipped;  // bool per token: the clipped branch was taken
+};
+surrogate clipped_surrogate(const at::Tensor& log_ratio, const at::Tensor& advantages,
+                            const clip_config& clip);
+
+/// k3 KL estimate per token (eq. 3 of seed 000): x = logp_ref - logp; exp(x) - x - 1, the log
+/// ratio clamped to [-20, 20] and the value to [-10, 10]. Differentiable in `logp`.
+at::Tensor kl_k3(const at::Tensor& logp, const at::Tensor& logp_ref);
+
+/// A-3PO's interpolation weight per token: 0 where d == 0, 1/d where d >= 1.
+at::Tensor loglinear_alpha(const at::Tensor& staleness);
+
+/// A-3PO's proximal log-probs: alpha * logp_behav + (1 - alpha) * logp.detach(), with alpha
+/// from the per-token staleness d = v(policy) - v(token). Costs no forward pass.
+at::Tensor loglinear_prox(const at::Tensor& logp_behav, const at::Tensor& logp,
+                          const at::Tensor& staleness);
+
+/// Decoupled PPO (seed 001, eq. 2): w = exp(logp_prox - logp_behav) (detached), r =
+/// exp(logp - logp_prox), L = -w * min(r A, clip(r) A) (dual clip as above). With a cap > 0,
+/// tokens whose w exceeds it leave the loss (their `loss` is 0 and `kept` false).
+struct decoupled_terms {
+  at::Tensor loss;     // per token, already multiplied by w and by `kept`
+  at::Tensor weight;   // w per token
+  at::Tensor kept;     // bool per token
+  at::Tensor clipped;  // bool per token
+  at::Tensor ratio;    // r per token
+};
+decoupled_terms decoupled_surrogate(const at::Tensor& logp, const at::Tensor& logp_prox,
+                                    const at::Tensor& logp_behav, const at::Tensor& advantages,
+                                    const clip_config& clip, double imp_weight_cap);
+
+/// Entropy of softmax(logits) over the last dimension.
+at::Tensor entropy_from_logits(const at::Tensor& logits);
+
+// Aggregation ---------------------------------------------------------------------------------
+
+/// "token-mean": sum(x * mask) / norm, where `norm` is the response-token count of the
+/// *whole* batch, so micro-batches add up to the full-batch loss.
+/// "seq-mean": sum over rows of (row's masked mean) / norm, where `norm` is the batch's
+/// sequence count. x and mask are (B, T); a fully masked row contributes 0.
+at::Tensor aggregate(const at::Tensor& x, const at::Tensor& mask, const std::string& mode,
+                     double norm);
+
+// The whole loss ------------------------------------------------------------------------------
+
+struct loss_config {
+  std::string loss = "grpo";  // grpo (coupled) or decoupled
+  clip_config clip;
+  double kl_coef = 0.0;
+  double imp_weight_cap = 0.0;
+  std::string agg = "token-mean";
+};
+
+/// Per-token inputs of one (micro-)batch, all the same shape.
+struct loss_inputs {
+  at::Tensor logp;        // policy, with gradient
+  at::Tensor logp_old;    // coupled: the old (behaviour) policy
+  at::Tensor logp_behav;  // decoupled: the generator's log-probs
+  at::Tensor logp_prox;   // decoupled: proximal log-probs (recompute or loglinear)
+  at::Tensor logp_ref;    // reference; undefined = no KL term
+  at::Tensor advantages;  // per token (broadcast a per-sequence A over its tokens)
+  at::Tensor mask;        // response tokens (bool or 0/1)
+  double norm = 0.0;      // batch token count (token-mean) or sequence count (seq-mean)
+};
+
+/// Sums for metrics, over the masked tokens of this micro-batch.
+struct loss_stats {
+  double tokens = 0;       // masked (response) tokens
+  double kept_tokens = 0;  // after the importance-weight cap
+  double clipped = 0;
+  double kl_sum = 0;
+  double weight_min = 0, weight_max = 0, weight_sum = 0;  // w (decoupled) or old/behav ratio
+};
+
+struct loss_outputs {
+  at::Tensor loss;  // scalar, differentiable; this micro-batch's share of the batch loss
+  at::Tensor pg_per_token;
+  at::Tensor kl_per_token;  // undefined without logp_ref
+  loss_stats stats;
+};
+
+/// The full per-token objective, aggregated: pg + kl_coef * k3.
+loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg);
+
+}  // namespace asyncrl::rl
