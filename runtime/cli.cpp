@@ -12,6 +12,7 @@
 #include "runtime/run_config.hpp"
 #include "runtime/sft.hpp"
 #include "runtime/task_data.hpp"
+#include "runtime/train_run.hpp"
 
 namespace asyncrl {
 
@@ -78,9 +79,12 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "asyncrl 0.1.0");
 
-  config_args sft_args, data_args, config_cmd_args;
+  config_args sft_args, train_args, data_args, config_cmd_args;
   auto* sft = app.add_subcommand("sft", "supervised warm-start on the task's worked answers");
   sft_args.attach(sft, true);
+
+  auto* train = app.add_subcommand("train", "RL post-training on the actor runtime (the main job)");
+  train_args.attach(train, true);
 
   eval_command ev;
   auto* eval = app.add_subcommand("eval", "accuracy: greedy pass@1, and mean@N with --samples");
@@ -130,6 +134,10 @@ int run_cli(int argc, char** argv) {
 
   try {
     if (sft->parsed()) return run_sft_cmd(sft_args);
+    if (train->parsed()) {
+      auto lc = load_config(train_args.path, train_args.overrides);
+      return run_train_command(*lc);
+    }
     if (eval->parsed()) {
       init_logging("warn");
       return run_eval_command(ev);

@@ -70,6 +70,41 @@ void run_config::bind(config_schema& s) {
   s.add("rollout.chunk_tokens", &rollout.chunk_tokens,
         "decode steps between control-message checks", positive_int());
 
+  s.add("rollout.threads", &rollout.threads,
+        "torch threads per rollout worker; 0 = all cores in sync+colocate, else shared",
+        non_negative_int());
+
+  s.add("reward.num_workers", &reward.num_workers, "reward worker pool size", positive_int());
+  s.add("reward.timeout_ms", &reward.timeout_ms, "per-response scoring timeout", positive_int());
+  s.add("reward.inject_throw_every", &reward.inject_throw_every,
+        "fault injection: every n-th response's scoring throws; 0 = off", non_negative_int());
+  s.add("reward.inject_hang_every", &reward.inject_hang_every,
+        "fault injection: every n-th response's scoring misses its timeout; 0 = off",
+        non_negative_int());
+
+  auto& at = async_training;
+  s.add_choice("async_training.mode", &at.mode, {"sync", "periodic", "fully_async"},
+               "sync: generate the whole batch, then train; periodic: train on groups as they "
+               "arrive, one update per batch; fully_async: streaming with a staleness bound");
+  s.add("async_training.colocate", &at.colocate,
+        "sync mode: generation and training each use every core, in turn");
+  s.add("async_training.staleness_threshold", &at.staleness_threshold,
+        "s: up to (1 + s) * k * R new groups between syncs (verl)", non_negative());
+  s.add("async_training.trigger_parameter_sync_step", &at.trigger_parameter_sync_step,
+        "k: local updates between weight syncs", positive_int());
+  s.add("async_training.require_batches", &at.require_batches,
+        "mini-batches of ppo_mini_batch_size prompts per local update", positive_int());
+  s.add("async_training.partial_rollout", &at.partial_rollout,
+        "interrupt generation at a sync and resume it under the new weights (needs s > 0)");
+  s.add("async_training.max_staleness", &at.max_staleness,
+        "eta of AReaL: admission and delivery bound on staleness; -1 = off", int_at_least(-1));
+  s.add_choice("async_training.stale_policy", &at.stale_policy, {"drop", "regenerate"},
+               "a group over eta at delivery is dropped, or its prompt is generated again");
+  s.add("async_training.queue_capacity", &at.queue_capacity,
+        "groups admitted and not yet trained; 0 = (1 + s) * k * R + 2 * R", non_negative_int());
+  s.add("async_training.sync_timeout_ms", &at.sync_timeout_ms,
+        "watchdog: a weight sync that takes longer fails the run", positive_int());
+
   s.add("eval.samples", &eval.samples, "samples per question; > 1 adds mean@N", positive_int());
   s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
   s.add("eval.batch", &eval.batch, "KV-cache slots during eval", positive_int());
@@ -124,6 +159,8 @@ void run_config::bind(config_schema& s) {
   s.add("trainer.beta2", &tr.beta2, "Adam beta2", in_range(0, 0.999999));
   s.add("trainer.grad_clip", &tr.grad_clip, "global grad-norm clip; 0 = off", non_negative());
   s.add("trainer.total_steps", &tr.total_steps, "optimizer steps of an RL run", positive_int());
+  s.add("trainer.threads", &tr.threads, "torch threads of the trainer; 0 = by mode",
+        non_negative_int());
 
   s.add("runtime.seed", &runtime.seed, "seed of every RNG stream");
   s.add("runtime.run_dir", &runtime.run_dir, "output directory of the run",
@@ -136,6 +173,8 @@ void run_config::bind(config_schema& s) {
           return std::string("expected cpu, cuda or cuda:N");
         });
   s.add("runtime.threads", &runtime.threads, "torch threads; 0 = all cores", non_negative_int());
+  s.add("runtime.eval_before", &runtime.eval_before, "train: evaluate the starting model");
+  s.add("runtime.eval_after", &runtime.eval_after, "train: evaluate the final model");
   s.add_choice("runtime.log_level", &runtime.log_level, {"trace", "debug", "info", "warn", "error"},
                "log verbosity");
 }
@@ -158,6 +197,21 @@ void cross_check(const loaded_config& lc) {
     fail("model.init.num_attention_heads", "must divide model.init.hidden_size");
   if ((c.model.init.hidden_size / c.model.init.num_attention_heads) % 2 != 0)
     fail("model.init.num_attention_heads", "head_dim must be even for rotary embeddings");
+  const auto& at = c.async_training;
+  if (at.partial_rollout && at.staleness_threshold <= 0)
+    fail("async_training.partial_rollout",
+         "needs async_training.staleness_threshold > 0 (verl: partial rollout only takes effect "
+         "with stale samples)");
+  if (at.mode != "fully_async" && (at.staleness_threshold > 0 || at.partial_rollout))
+    fail(s.origin("async_training.staleness_threshold").where == "default"
+             ? "async_training.partial_rollout"
+             : "async_training.staleness_threshold",
+         "only applies to async_training.mode=fully_async (sync and periodic are on-policy)");
+  const int64_t mini =
+      c.trainer.ppo_mini_batch_size > 0 ? c.trainer.ppo_mini_batch_size : c.data.train_batch_size;
+  if (at.mode != "fully_async" && c.data.train_batch_size % mini != 0)
+    fail("trainer.ppo_mini_batch_size",
+         "must divide data.train_batch_size (" + std::to_string(c.data.train_batch_size) + ")");
 }
 
 }  // namespace

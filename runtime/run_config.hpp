@@ -70,6 +70,29 @@ struct rollout_section {
   int64_t num_workers = 1;
   int64_t max_batch = 128;   // KV-cache slots per worker (continuous batching)
   int64_t chunk_tokens = 4;  // decode steps between control-message checks
+  int64_t threads = 0;       // torch threads per rollout worker; 0 = by mode
+};
+
+/// The Reward actor's worker pool.
+struct reward_section {
+  int64_t num_workers = 2;
+  int64_t timeout_ms = 5000;       // per call; a timeout scores 0 and is counted
+  int64_t inject_throw_every = 0;  // fault injection: every n-th response (by uid) throws
+  int64_t inject_hang_every = 0;   // fault injection: every n-th response never answers in time
+};
+
+/// Scheduling of generation and training (seed 000 Algorithm 1, seed 003, seed 004).
+struct async_section {
+  std::string mode = "periodic";            // sync, periodic or fully_async
+  bool colocate = true;                     // sync: both phases use every core, in turn
+  double staleness_threshold = 0.0;         // s
+  int64_t trigger_parameter_sync_step = 1;  // k
+  int64_t require_batches = 1;
+  bool partial_rollout = false;
+  int64_t max_staleness = -1;         // eta; -1 = off
+  std::string stale_policy = "drop";  // drop or regenerate a group over eta at delivery
+  int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
+  int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
 };
 
 struct eval_section {
@@ -110,6 +133,7 @@ struct trainer_section {
   double beta2 = 0.999;
   double grad_clip = 1.0;
   int64_t total_steps = 20;
+  int64_t threads = 0;  // torch threads of the trainer; 0 = by mode
 };
 
 struct runtime_section {
@@ -118,6 +142,8 @@ struct runtime_section {
   std::string device = "cpu";  // cpu, cuda, cuda:N
   int64_t threads = 0;         // torch intra-op threads; 0 = all cores
   std::string log_level = "info";
+  bool eval_before = true;  // train: evaluate the starting model on the test split
+  bool eval_after = true;   // train: evaluate the final model on the test split
 };
 
 /// Every key of the YAML config, grouped by section.
@@ -129,6 +155,8 @@ struct run_config {
   eval_section eval;
   algorithm_section algorithm;
   trainer_section trainer;
+  reward_section reward;
+  async_section async_training;
   runtime_section runtime;
 
   /// Binds every field to its dotted key with help text and checks.

@@ -4,6 +4,7 @@
 // as CAF messages (see messages/) and be built by anyone.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace asyncrl {
@@ -27,6 +28,8 @@ struct scored_sample {
 struct scored_group {
   uint64_t group_id = 0;
   uint64_t prompt_index = 0;  // position in the training data
+  std::string ground_truth;
+  bool filtered = false;  // all rewards equal and algorithm.filter_groups: no training signal
   std::vector<scored_sample> samples;
 };
 

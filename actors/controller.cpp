@@ -1,0 +1,340 @@
+#include "actors/controller.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "actors/message_queue.hpp"
+#include "actors/reward.hpp"
+#include "actors/rollouter.hpp"
+#include "actors/synchronizer.hpp"
+#include "actors/trainer.hpp"
+#include "runtime/progress.hpp"
+#include "runtime/prompting.hpp"
+#include "runtime/rng.hpp"
+
+namespace asyncrl {
+
+std::string metrics_line(const step_report& r, double wall, int64_t tokens_generated,
+                         double rollouter_idle, int64_t dropped, int64_t workers) {
+  const double step_s = r.step_ms / 1000.0;
+  nlohmann::ordered_json j{
+      {"step", r.step},
+      {"policy_version", r.policy_version},
+      {"wall_time_s", wall},
+      {"step_time_s", step_s},
+      {"reward_mean", r.reward_mean},
+      {"accuracy", r.accuracy},
+      {"tokens_generated", tokens_generated},
+      {"tokens_trained", r.tokens_trained},
+      {"tpspd", step_s > 0 ? r.tokens_trained / step_s / double(workers + 1) : 0.0},
+      {"trainer_idle_ratio", r.step_ms > 0 ? r.trainer_idle_ms / r.step_ms : 0.0},
+      {"rollouter_idle_ratio", rollouter_idle},
+      {"stale_samples", r.stale_samples},
+      {"staleness_max", r.staleness_max},
+      {"partial_ratio", r.partial_ratio},
+      {"max_partial_span", r.max_partial_span},
+      {"dropped_groups", dropped},
+      {"filtered_groups", r.filtered_groups},
+      {"reward_failures", r.reward_failures},
+      {"kl", r.kl},
+      {"entropy", r.entropy},
+      {"clip_frac", r.clip_frac},
+      {"imp_weight_max", r.imp_weight_max},
+      {"imp_weight_min", r.imp_weight_min},
+      {"imp_weight_mean", r.imp_weight_mean},
+      {"masked_tokens", r.masked_tokens},
+      {"loss", r.loss},
+      {"grad_norm", r.grad_norm},
+      {"lr", r.lr},
+      {"skipped", r.skipped},
+      {"prox_time_ms", r.prox_time_ms},
+      {"sync_time_ms", r.sync_time_ms},
+      {"sync_bytes", r.sync_bytes},
+      {"params_checksum", r.params_checksum},
+      {"samples", r.samples},
+      {"tokens_processed", r.tokens_processed},
+      {"queue_depth", r.queue.depth},
+      {"admitted_in_window", r.queue.admitted_in_window},
+      {"window_budget", r.queue.window_budget},
+      {"published_version", r.queue.published_version}};
+  // JSON has no NaN: a non-finite value (a skipped step's grad norm) becomes null.
+  for (auto& [k, v] : j.items())
+    if (v.is_number_float() && !std::isfinite(v.get<double>())) v = nullptr;
+  return j.dump();
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct controller_state {
+  static inline const char* name = "controller";
+  controller_args args;
+  std::vector<std::vector<int32_t>> prompts;  // encoded training prompts
+  std::vector<size_t> order;
+  size_t pos = 0;
+  int64_t epoch = 0;
+  std::deque<prompt_task> retry;  // prompts to generate again, first in line
+  uint64_t next_group = 0;
+
+  queue_actor queue;
+  reward_actor reward;
+  std::vector<rollouter_actor> rollouters;
+  synchronizer_actor sync;
+  trainer_actor trainer;
+  std::map<caf::actor_addr, std::string> roles;
+
+  caf::typed_response_promise<run_result> done;
+  bool shutting_down = false;
+  run_result result;
+  clock::time_point t0 = clock::now();
+
+  std::map<int32_t, rollout_progress> progress;
+  double prev_wall = 0;
+  std::map<int32_t, double> prev_busy;
+  int64_t prev_tokens = 0, prev_dropped = 0;
+  std::unique_ptr<std::ofstream> metrics;
+  std::unique_ptr<progress_line> bar;
+
+  void reshuffle() {
+    // Fisher-Yates from our own stream: the same order on every machine and in every mode.
+    rng_stream rng(static_cast<uint64_t>(args.env->cfg.runtime.seed), 0x10ade5, epoch);
+    order.resize(prompts.size());
+    std::iota(order.begin(), order.end(), 0);
+    for (size_t i = order.size(); i > 1; --i)
+      std::swap(order[i - 1], order[rng.bits(i) % i]);
+    pos = 0;
+  }
+
+  prompt_task next_prompt() {
+    prompt_task t;
+    if (!retry.empty()) {
+      t = std::move(retry.front());
+      retry.pop_front();
+    } else {
+      if (pos == order.size()) {
+        ++epoch;
+        reshuffle();
+      }
+      auto idx = order[pos++];
+      t.prompt_index = idx;
+      t.prompt = prompts[idx];
+      t.ground_truth = args.train[idx].ground_truth;
+    }
+    t.group_id = next_group++;
+    return t;
+  }
+};
+
+using ctrl_ptr = controller_actor::stateful_pointer<controller_state>;
+
+void write_report(ctrl_ptr self, const step_report& r) {
+  auto& st = self->state;
+  const double wall = std::chrono::duration<double>(clock::now() - st.t0).count();
+  int64_t tokens = 0;
+  double busy_delta = 0;
+  for (auto& [w, p] : st.progress) {
+    tokens += p.tokens_generated;
+    busy_delta += p.busy_ms - st.prev_busy[w];
+    st.prev_busy[w] = p.busy_ms;
+  }
+  const auto workers = static_cast<int64_t>(st.rollouters.size());
+  const double span_ms = (wall - st.prev_wall) * 1000.0 * double(std::max<int64_t>(1, workers));
+  const double idle = span_ms > 0 ? std::clamp(1.0 - busy_delta / span_ms, 0.0, 1.0) : 0.0;
+  const int64_t dropped = r.queue.dropped_stale - st.prev_dropped;
+  auto line = metrics_line(r, wall, tokens - st.prev_tokens, idle, dropped, workers);
+  st.prev_wall = wall;
+  st.prev_tokens = tokens;
+  st.prev_dropped = r.queue.dropped_stale;
+  st.result.tokens_trained += r.tokens_trained;
+  st.result.steps = r.step;
+  if (st.metrics) *st.metrics << line << "\n" << std::flush;
+  if (st.bar)
+    st.bar->update(r.step,
+                   {{"reward", r.reward_mean},
+                    {"acc", r.accuracy},
+                    {"loss", r.loss},
+                    {"trained tok/s", r.step_ms > 0 ? r.tokens_trained / (r.step_ms / 1e3) : 0},
+                    {"stale", static_cast<double>(r.stale_samples)},
+                    {"queue", static_cast<double>(r.queue.depth)}});
+}
+
+// Shutdown: rollouters, then Reward, queue, trainer and synchronizer, each asked after the
+// previous one answered, so every group sent before a stop has been received by the next role.
+void shutdown(ctrl_ptr self, std::string failure);
+
+void finish_run(ctrl_ptr self) {
+  auto& st = self->state;
+  auto& r = st.result;
+  for (auto& c : r.rollouters) {
+    r.groups_generated += c.groups_completed;
+    r.tokens_generated += c.tokens_generated;
+  }
+  r.groups_trained = r.trainer.trained;
+  r.groups_filtered = r.trainer.filtered;
+  r.groups_dropped = r.queue.dropped_stale + r.trainer.filtered;
+  r.groups_in_flight = r.reward.in_progress + r.queue.depth + r.trainer.held;
+  r.wall_time_s = std::chrono::duration<double>(clock::now() - st.t0).count();
+  if (st.bar) st.bar->finish();
+  if (r.ok)
+    spdlog::info("run: {} steps, {} groups generated, {} trained, {} dropped, {} in flight",
+                 r.steps, r.groups_generated, r.groups_trained, r.groups_dropped,
+                 r.groups_in_flight);
+  st.done.deliver(r);
+  self->quit();
+}
+
+template <class Handle, class Result, class OnOk>
+void stop_role(ctrl_ptr self, const Handle& h, Result, OnOk next) {
+  self->request(h, std::chrono::seconds(60), stop_atom::value)
+      .then([next](Result& x) mutable { next(&x); },
+            [self, next](const caf::error& e) mutable {
+              spdlog::warn("run: a role did not answer stop: {}", self->system().render(e));
+              next(nullptr);
+            });
+}
+
+void shutdown(ctrl_ptr self, std::string failure) {
+  auto& st = self->state;
+  if (st.shutting_down) return;
+  st.shutting_down = true;
+  if (!failure.empty()) {
+    st.result.ok = false;
+    st.result.error = failure;
+    spdlog::error("run failed: {}", failure);
+  }
+  // The synchronizer goes first, so that no sync starts against stopping rollouters; the
+  // rest follow the flow of groups.
+  auto step5 = [self] {
+    stop_role(self, self->state.trainer, trainer_counts{}, [self](trainer_counts* c) {
+      if (c) self->state.result.trainer = *c;
+      finish_run(self);
+    });
+  };
+  auto step4 = [self, step5] {
+    self->request(self->state.trainer, std::chrono::seconds(60), final_atom::value)
+        .then(
+            [self, step5](weight_snapshot& w) {
+              self->state.result.final_weights = std::move(w);
+              step5();
+            },
+            [step5](const caf::error&) { step5(); });
+  };
+  auto step3 = [self, step4] {
+    stop_role(self, self->state.queue, queue_stats{}, [self, step4](queue_stats* q) {
+      if (q) self->state.result.queue = *q;
+      step4();
+    });
+  };
+  auto step2 = [self, step3] {
+    stop_role(self, self->state.reward, reward_counts{}, [self, step3](reward_counts* c) {
+      if (c) self->state.result.reward = *c;
+      step3();
+    });
+  };
+  auto step1 = [self, step2] {
+    auto& st = self->state;
+    auto remaining = std::make_shared<size_t>(st.rollouters.size());
+    if (*remaining == 0) {
+      step2();
+      return;
+    }
+    for (auto& r : st.rollouters)
+      stop_role(self, r, rollout_counts{}, [self, remaining, step2](rollout_counts* c) {
+        if (c) self->state.result.rollouters.push_back(*c);
+        if (--*remaining == 0) step2();
+      });
+  };
+  stop_role(self, st.sync, int64_t{}, [self, step1](int64_t* n) {
+    if (n) self->state.result.syncs = *n;
+    step1();
+  });
+}
+
+void spawn_roles(ctrl_ptr self) {
+  auto& st = self->state;
+  auto& sys = self->system();
+  auto me = caf::actor_cast<controller_actor>(self);
+  const auto& env = st.args.env;
+  st.queue = spawn_message_queue(sys, queue_args{env, me});
+  st.reward = spawn_reward(sys, reward_args{env, st.queue});
+  for (int32_t w = 0; w < static_cast<int32_t>(env->cfg.rollout.num_workers); ++w)
+    st.rollouters.push_back(
+        spawn_rollouter(sys, rollouter_args{w, env, st.args.initial, st.queue, st.reward, me}));
+  st.sync = spawn_synchronizer(sys, synchronizer_args{env, st.rollouters, st.queue, me});
+  st.trainer = spawn_trainer(sys, trainer_args{env, st.args.initial, st.queue, st.sync, me});
+  // Linked: a child that fails takes the run down through the exit handler below, and a
+  // controller that is killed takes its children with it, so no orphan keeps the actor
+  // system from shutting down.
+  auto watch = [&](const auto& h, std::string role) {
+    self->link_to(h);
+    st.roles[caf::actor_cast<caf::actor_addr>(h)] = std::move(role);
+  };
+  watch(st.queue, "message_queue");
+  watch(st.reward, "reward");
+  for (size_t i = 0; i < st.rollouters.size(); ++i)
+    watch(st.rollouters[i], "rollouter " + std::to_string(i));
+  watch(st.sync, "synchronizer");
+  watch(st.trainer, "trainer");
+}
+
+controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  for (auto& ex : st.args.train)
+    st.prompts.push_back(encode_prompt(st.args.env->tokenizer, ex.question));
+  st.reshuffle();
+  self->set_exit_handler([self](caf::exit_msg& em) {
+    auto& st = self->state;
+    auto it = st.roles.find(em.source);
+    if (it == st.roles.end()) {  // not a child: the caller wants us gone
+      self->quit(em.reason);
+      return;
+    }
+    if (st.shutting_down || !em.reason) return;  // a child quitting as asked
+    shutdown(self, it->second + " terminated: " + self->system().render(em.reason));
+  });
+  return {
+      [self](run_atom) -> caf::result<run_result> {
+        auto& st = self->state;
+        st.t0 = clock::now();
+        if (!st.args.run_dir.empty())
+          st.metrics = std::make_unique<std::ofstream>(st.args.run_dir + "/metrics.jsonl");
+        if (st.args.show_progress)
+          st.bar = std::make_unique<progress_line>("train", st.args.env->plan.total_steps, 1);
+        st.done = self->make_response_promise<run_result>();
+        spawn_roles(self);
+        for (auto& r : st.rollouters)
+          self->send(r, start_atom::value);
+        self->send(st.trainer, start_atom::value);
+        return st.done;
+      },
+      [self](prompts_atom, int64_t n) -> std::vector<prompt_task> {
+        std::vector<prompt_task> out;
+        if (self->state.shutting_down) return out;
+        for (int64_t i = 0; i < n; ++i)
+          out.push_back(self->state.next_prompt());
+        return out;
+      },
+      [self](regen_atom, prompt_task& t) { self->state.retry.push_back(std::move(t)); },
+      [self](progress_atom, rollout_progress& p) { self->state.progress[p.worker] = p; },
+      [self](report_atom, step_report& r) { write_report(self, r); },
+      [self](done_atom) { shutdown(self, ""); },
+      [self](fail_atom, std::string& why) { shutdown(self, why); },
+  };
+}
+
+}  // namespace
+
+controller_actor spawn_controller(caf::actor_system& sys, controller_args args) {
+  return sys.spawn(controller_fn, std::move(args));
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,34 @@
+#pragma once
+
+// The controller: the supervisor of a run. It spawns and wires the roles, owns the data loader
+// (epochs, shuffling, position, prompts sent back for regeneration), writes
+// <run_dir>/metrics.jsonl and the progress line, monitors every child, and shuts everything
+// down in order at the end (or on the first failure), gathering each role's final counts for
+// the no-sample-lost accounting.
+
+#include <caf/actor_system.hpp>
+
+#include <string>
+#include <vector>
+
+#include "actors/env.hpp"
+#include "messages/interfaces.hpp"
+#include "runtime/dataset.hpp"
+
+namespace asyncrl {
+
+struct controller_args {
+  env_ptr env;
+  weight_snapshot initial;        // version 0 for every role
+  std::vector<qa_example> train;  // the training split
+  std::string run_dir;            // metrics.jsonl goes here; empty = no files
+  bool show_progress = true;
+};
+
+controller_actor spawn_controller(caf::actor_system& sys, controller_args args);
+
+/// One metrics.jsonl line: the trainer's report plus the run-wide fields.
+std::string metrics_line(const step_report& r, double wall_time_s, int64_t tokens_generated,
+                         double rollouter_idle_ratio, int64_t dropped_groups, int64_t workers);
+
+}  // namespace asyncrl

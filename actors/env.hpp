@@ -1,0 +1,35 @@
+#pragma once
+
+// What every role of a run shares: the config, the derived schedule, the model architecture
+// and the tokenizer. Immutable once the run starts.
+
+#include <memory>
+
+#include "runtime/model_config.hpp"
+#include "runtime/run_config.hpp"
+#include "runtime/schedule.hpp"
+#include "runtime/tokenizer.hpp"
+
+namespace asyncrl {
+
+struct actor_env {
+  run_config cfg;
+  schedule_plan plan;
+  model_config model;
+  char_tokenizer tokenizer;
+  /// Compute roles get their own threads (caf::detached). False under CAF's test coordinator,
+  /// which runs every actor deterministically in the test's thread.
+  bool detached = true;
+  /// Torch threads of each rollout worker and of the trainer.
+  int rollout_threads = 1;
+  int trainer_threads = 1;
+};
+
+using env_ptr = std::shared_ptr<const actor_env>;
+
+/// Builds the environment: derives the schedule and splits the cores between the roles
+/// (all cores to each role in colocated sync mode, shared otherwise).
+env_ptr make_env(const run_config& cfg, const model_config& model, const char_tokenizer& tok,
+                 bool detached);
+
+}  // namespace asyncrl

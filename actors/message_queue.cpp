@@ -1,0 +1,190 @@
+#include "actors/message_queue.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <deque>
+#include <optional>
+
+#include "runtime/admission.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+struct credit_request {
+  int32_t worker = 0;
+  int64_t want = 0;
+  caf::typed_response_promise<int64_t> promise;
+};
+
+struct pull_request {
+  int32_t version = 0;
+  int64_t min = 1, max = 1;
+  caf::typed_response_promise<delivery> promise;
+};
+
+struct queue_state {
+  static inline const char* name = "message_queue";
+  queue_args args;
+  std::unique_ptr<admission_control> adm;
+  std::deque<scored_group> queue;
+  std::deque<credit_request> credits;
+  std::optional<pull_request> pull;
+  queue_stats counters;
+  bool stopped = false;
+
+  queue_stats stats() const {
+    auto s = counters;
+    s.depth = static_cast<int64_t>(queue.size());
+    s.running = adm->running();
+    s.admitted_in_window = adm->admitted_in_window();
+    s.window_budget = adm->window_budget();
+    s.carried = adm->carried();
+    s.capacity = adm->params().capacity;
+    return s;
+  }
+};
+
+using queue_ptr = queue_actor::stateful_pointer<queue_state>;
+
+int32_t oldest_version(const scored_group& g) {
+  int32_t v = INT32_MAX;
+  for (auto& s : g.samples)
+    for (auto t : s.versions)
+      v = std::min(v, t);
+  return v == INT32_MAX ? 0 : v;
+}
+
+// Answers held credit requests in arrival order while the rules allow.
+void serve_credits(queue_ptr self) {
+  auto& st = self->state;
+  while (!st.credits.empty()) {
+    auto& c = st.credits.front();
+    auto n = st.adm->grant(c.want);
+    if (n <= 0) return;
+    c.promise.deliver(n);
+    st.credits.pop_front();
+  }
+}
+
+// Drops groups over eta, then hands the trainer what it asked for once at least `min` wait.
+void serve_pull(queue_ptr self) {
+  auto& st = self->state;
+  if (!st.pull) return;
+  const auto eta = st.args.env->plan.admission.max_staleness;
+  const auto version = st.pull->version;
+  if (eta >= 0) {
+    for (auto it = st.queue.begin(); it != st.queue.end();) {
+      const int32_t staleness = version - oldest_version(*it);
+      if (staleness <= eta) {
+        ++it;
+        continue;
+      }
+      ++st.counters.dropped_stale;
+      st.adm->on_dropped();
+      if (st.args.env->cfg.async_training.stale_policy == "regenerate" && !it->samples.empty()) {
+        prompt_task t;
+        t.prompt_index = it->prompt_index;
+        t.prompt = it->samples.front().prompt;
+        t.ground_truth = it->ground_truth;
+        ++st.counters.regenerated;
+        self->send(st.args.controller, regen_atom::value, std::move(t));
+      }
+      spdlog::debug("queue: group {} dropped, staleness {} > eta {}", it->group_id, staleness, eta);
+      it = st.queue.erase(it);
+    }
+  }
+  if (static_cast<int64_t>(st.queue.size()) < st.pull->min) {
+    serve_credits(self);  // drops freed capacity
+    return;
+  }
+  delivery d;
+  while (!st.queue.empty() && static_cast<int64_t>(d.groups.size()) < st.pull->max) {
+    const int32_t staleness = version - oldest_version(st.queue.front());
+    st.counters.max_delivered_staleness = std::max(st.counters.max_delivered_staleness, staleness);
+    d.groups.push_back(std::move(st.queue.front()));
+    st.queue.pop_front();
+    st.adm->on_delivered();
+    ++st.counters.delivered;
+  }
+  d.stats = st.stats();
+  st.pull->promise.deliver(std::move(d));
+  st.pull.reset();
+  serve_credits(self);
+}
+
+queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.adm = std::make_unique<admission_control>(st.args.env->plan.admission);
+  return {
+      [self](credit_atom, int32_t worker, int64_t want) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (st.stopped) return int64_t{0};
+        // Earlier requests go first, so a busy worker cannot starve the others.
+        if (st.credits.empty()) {
+          auto n = st.adm->grant(want);
+          if (n > 0) return n;
+        }
+        st.credits.push_back({worker, want, self->make_response_promise<int64_t>()});
+        return st.credits.back().promise;
+      },
+      [self](abandon_atom, int64_t n) {
+        auto& st = self->state;
+        for (int64_t i = 0; i < n; ++i)
+          st.adm->on_abandoned();
+        st.counters.abandoned += n;
+        serve_credits(self);
+      },
+      [self](put_atom, scored_group& g) {
+        auto& st = self->state;
+        st.adm->on_put();
+        ++st.counters.received;
+        st.queue.push_back(std::move(g));
+        serve_pull(self);
+      },
+      [self](pull_atom, int32_t version, int64_t min, int64_t max) -> caf::result<delivery> {
+        auto& st = self->state;
+        if (st.stopped) return delivery{{}, st.stats()};
+        if (st.pull)
+          return caf::make_error(caf::sec::invalid_argument, "a pull is already waiting");
+        st.adm->on_trainer_version(version);
+        st.pull = pull_request{version, std::max<int64_t>(1, min), std::max<int64_t>(1, max),
+                               self->make_response_promise<delivery>()};
+        auto promise = st.pull->promise;
+        serve_pull(self);
+        serve_credits(self);  // a new trainer version can raise AReaL's capacity
+        return promise;
+      },
+      [self](synced_atom, int32_t version) {
+        auto& st = self->state;
+        st.counters.published_version = version;
+        st.adm->on_sync();
+        serve_credits(self);
+      },
+      [self](stats_atom) -> queue_stats { return self->state.stats(); },
+      [self](stop_atom) -> queue_stats {
+        auto& st = self->state;
+        st.stopped = true;
+        for (auto& c : st.credits)
+          c.promise.deliver(int64_t{0});
+        st.credits.clear();
+        if (st.pull) {
+          st.pull->promise.deliver(delivery{{}, st.stats()});
+          st.pull.reset();
+        }
+        auto s = st.stats();
+        self->quit();
+        return s;
+      },
+  };
+}
+
+}  // namespace
+
+queue_actor spawn_message_queue(caf::actor_system& sys, queue_args args) {
+  return sys.spawn(queue_fn, std::move(args));
+}
+
+}  // namespace asyncrl

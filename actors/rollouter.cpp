@@ -1,0 +1,401 @@
+#include "actors/rollouter.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <map>
+
+#include "runtime/generator.hpp"
+#include "runtime/model.hpp"
+#include "runtime/weight_sync.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct pending_group {
+  prompt_task task;
+  std::vector<gen_result> done;  // finished responses, in any order
+};
+
+struct rollouter_state {
+  static inline const char* name = "rollouter";
+  rollouter_args args;
+  std::shared_ptr<CausalLMImpl> model;
+  std::unique_ptr<generator> gen;
+  weight_snapshot weights;                   // the parameters alias this buffer: keep it alive
+  std::map<uint64_t, pending_group> groups;  // admitted, not yet complete
+  std::vector<gen_request> held;             // partials and fresh requests while paused
+  std::string state = "idle";
+  bool credit_pending = false;
+  bool draining = false;
+  bool stopping = false;
+  caf::typed_response_promise<int64_t> drain_promise;
+  int64_t completed = 0, tokens = 0, interruptions = 0, chunks = 0;
+  double busy_ms = 0;
+  clock::time_point born = clock::now();
+
+  int64_t capacity_groups() const {
+    return std::max<int64_t>(1, args.env->cfg.rollout.max_batch / args.env->plan.group_size);
+  }
+  bool paused() const { return state == "interrupted" || state == "syncing"; }
+  rollout_progress progress() const {
+    rollout_progress p;
+    p.worker = args.worker;
+    p.tokens_generated = tokens;
+    p.groups_completed = completed;
+    p.busy_ms = busy_ms;
+    p.idle_ms = std::chrono::duration<double, std::milli>(clock::now() - born).count() - busy_ms;
+    p.version = gen ? gen->version() : 0;
+    p.state = state;
+    return p;
+  }
+};
+
+using self_ptr = rollouter_actor::stateful_pointer<rollouter_state>;
+
+rollouter_actor::behavior_type idle(self_ptr self);
+rollouter_actor::behavior_type generating(self_ptr self);
+rollouter_actor::behavior_type interrupted(self_ptr self);
+rollouter_actor::behavior_type syncing(self_ptr self);
+rollouter_actor::behavior_type resuming(self_ptr self);
+
+void enter(self_ptr self, const char* name, rollouter_actor::behavior_type b) {
+  spdlog::debug("rollouter {}: {} -> {} (active {}, waiting {}, held {})", self->state.args.worker,
+                self->state.state, name, self->state.gen ? self->state.gen->num_active() : 0,
+                self->state.gen ? self->state.gen->num_waiting() : 0, self->state.held.size());
+  self->state.state = name;
+  self->become(std::move(b));
+}
+
+void push_progress(self_ptr self) {
+  self->send(self->state.args.controller, progress_atom::value, self->state.progress());
+}
+
+// Turns finished responses into groups; a group leaves for the Reward once all G are back.
+void collect(self_ptr self, std::vector<gen_result>& results) {
+  auto& st = self->state;
+  const auto G = static_cast<size_t>(st.args.env->plan.group_size);
+  bool any = false;
+  for (auto& r : results) {
+    if (r.reason == finish_reason::error)
+      spdlog::error("rollouter {}: request {} failed: {}", st.args.worker, r.request.id, r.error);
+    auto it = st.groups.find(r.request.prompt_id);
+    if (it == st.groups.end()) {
+      spdlog::error("rollouter {}: response for unknown group {}", st.args.worker,
+                    r.request.prompt_id);
+      continue;
+    }
+    it->second.done.push_back(std::move(r));
+    if (it->second.done.size() < G) continue;
+    auto& pg = it->second;
+    scored_group g;
+    g.group_id = pg.task.group_id;
+    g.prompt_index = pg.task.prompt_index;
+    g.ground_truth = pg.task.ground_truth;
+    std::sort(pg.done.begin(), pg.done.end(), [](const gen_result& a, const gen_result& b) {
+      return a.request.sample_index < b.request.sample_index;
+    });
+    for (auto& d : pg.done) {
+      scored_sample s;
+      s.uid = d.request.id;
+      s.group_id = g.group_id;
+      s.index = d.request.sample_index;
+      s.prompt = std::move(d.request.prompt);
+      s.response = std::move(d.request.tokens);
+      s.logprobs = std::move(d.request.logprobs);
+      s.versions = std::move(d.request.versions);
+      s.interruptions = d.request.interruptions;
+      g.samples.push_back(std::move(s));
+    }
+    st.groups.erase(it);
+    ++st.completed;
+    any = true;
+    self->send(st.args.reward, score_atom::value, std::move(g));
+  }
+  if (any) push_progress(self);
+}
+
+void submit(self_ptr self, gen_request r) {
+  auto& st = self->state;
+  if (st.paused() || st.state == "resuming")
+    st.held.push_back(std::move(r));
+  else
+    st.gen->submit(std::move(r));
+}
+
+void ensure_generating(self_ptr self) {
+  if (self->state.state == "idle" && !self->state.gen->idle()) {
+    enter(self, "generating", generating(self));
+    self->send(self, gen_atom::value);
+  }
+}
+
+void add_group(self_ptr self, prompt_task task) {
+  auto& st = self->state;
+  const auto& cfg = st.args.env->cfg;
+  const auto G = st.args.env->plan.group_size;
+  for (int64_t k = 0; k < G; ++k) {
+    gen_request r;
+    r.id = task.group_id * static_cast<uint64_t>(G) + static_cast<uint64_t>(k);
+    r.prompt_id = task.group_id;
+    r.sample_index = static_cast<uint32_t>(k);
+    r.prompt = task.prompt;
+    r.max_new_tokens = static_cast<int32_t>(cfg.rollout.max_new_tokens);
+    r.sampling.temperature = cfg.rollout.temperature;
+    r.sampling.top_k = static_cast<int32_t>(cfg.rollout.top_k);
+    r.sampling.top_p = cfg.rollout.top_p;
+    submit(self, std::move(r));
+  }
+  st.groups.emplace(task.group_id, pending_group{std::move(task), {}});
+}
+
+// Asks the queue for admission credit, then the controller for that many prompts. One
+// request at a time; the queue holds it until the staleness budget allows new groups.
+void request_work(self_ptr self) {
+  auto& st = self->state;
+  if (st.credit_pending || st.stopping || st.draining || st.paused()) return;
+  const int64_t want = st.capacity_groups() - static_cast<int64_t>(st.groups.size());
+  if (want <= 0) return;
+  st.credit_pending = true;
+  auto on_error = [self](const caf::error& e) {
+    self->state.credit_pending = false;
+    if (!self->state.stopping)
+      spdlog::warn("rollouter {}: work request failed: {}", self->state.args.worker,
+                   self->system().render(e));
+  };
+  self->request(st.args.queue, caf::infinite, credit_atom::value, st.args.worker, want)
+      .then(
+          [self, on_error](int64_t granted) {
+            auto& st = self->state;
+            if (granted <= 0 || st.stopping) {
+              if (granted > 0) self->send(st.args.queue, abandon_atom::value, granted);
+              st.credit_pending = false;
+              return;
+            }
+            self->request(st.args.controller, caf::infinite, prompts_atom::value, granted)
+                .then(
+                    [self, granted](std::vector<prompt_task>& tasks) {
+                      auto& st = self->state;
+                      st.credit_pending = false;
+                      if (static_cast<int64_t>(tasks.size()) < granted)
+                        self->send(st.args.queue, abandon_atom::value,
+                                   granted - static_cast<int64_t>(tasks.size()));
+                      for (auto& t : tasks)
+                        add_group(self, std::move(t));
+                      ensure_generating(self);
+                      request_work(self);
+                    },
+                    on_error);
+          },
+          on_error);
+}
+
+// One chunk of decoding; the next chunk is a message to self, so that high-priority control
+// messages overtake it.
+void run_chunk(self_ptr self) {
+  auto& st = self->state;
+  auto t0 = clock::now();
+  const auto before = st.gen->stats().tokens_generated;
+  auto results = st.gen->step(static_cast<int>(st.args.env->cfg.rollout.chunk_tokens));
+  st.tokens += st.gen->stats().tokens_generated - before;
+  st.busy_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  ++st.chunks;
+  collect(self, results);
+  if (st.gen->idle()) {
+    if (st.draining) {
+      st.draining = false;
+      enter(self, "interrupted", interrupted(self));
+      st.drain_promise.deliver(int64_t{0});
+      push_progress(self);
+      return;
+    }
+    enter(self, "idle", idle(self));
+    request_work(self);
+    return;
+  }
+  self->send(self, gen_atom::value);
+  request_work(self);
+}
+
+rollout_counts finish(self_ptr self) {
+  auto& st = self->state;
+  st.stopping = true;
+  st.gen->interrupt();
+  rollout_counts c;
+  c.worker = st.args.worker;
+  c.groups_completed = st.completed;
+  c.groups_unfinished = static_cast<int64_t>(st.groups.size());
+  c.tokens_generated = st.tokens;
+  c.interruptions = st.interruptions;
+  if (c.groups_unfinished > 0) self->send(st.args.queue, abandon_atom::value, c.groups_unfinished);
+  st.groups.clear();
+  st.held.clear();
+  self->quit();
+  return c;
+}
+
+// Handlers that are the same in every state.
+auto on_stop(self_ptr self) {
+  return [self](stop_atom) -> caf::result<rollout_counts> { return finish(self); };
+}
+
+auto on_load(self_ptr self) {
+  return [self](load_atom, weight_snapshot& w) -> caf::result<int32_t> {
+    auto& st = self->state;
+    if (!st.paused()) return caf::skip;  // a load always follows a pause; wait for it
+    try {
+      load_snapshot(*st.model, w, /*alias=*/true);
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::invalid_argument, e.what());
+    }
+    st.weights = w;
+    st.gen->set_version(w.version);
+    enter(self, "syncing", syncing(self));
+    return w.version;
+  };
+}
+
+auto already_paused(self_ptr self) {
+  return [self](pause_atom) -> caf::result<int64_t> {
+    return static_cast<int64_t>(self->state.held.size());
+  };
+}
+
+rollouter_actor::behavior_type idle(self_ptr self) {
+  return {
+      [self](start_atom) { request_work(self); },
+      [](gen_atom) {},
+      [self](pause_atom) -> caf::result<int64_t> {
+        enter(self, "interrupted", interrupted(self));
+        return int64_t{0};
+      },
+      on_load(self),
+      [](resume_atom) {},
+      on_stop(self),
+  };
+}
+
+rollouter_actor::behavior_type generating(self_ptr self) {
+  return {
+      [self](start_atom) { request_work(self); },
+      [self](gen_atom) { run_chunk(self); },
+      [self](pause_atom) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (st.draining) return caf::skip;  // answered once the drain completes
+        if (st.args.env->plan.partial_rollout) {
+          // Stop at this token boundary; keep the partial responses for the resume.
+          for (auto& r : st.gen->interrupt()) {
+            if (!r.request.tokens.empty()) ++st.interruptions;
+            st.held.push_back(std::move(r.request));
+          }
+          enter(self, "interrupted", interrupted(self));
+          push_progress(self);
+          return static_cast<int64_t>(st.held.size());
+        }
+        // No partial rollout: let everything in flight finish under the current weights.
+        st.draining = true;
+        st.drain_promise = self->make_response_promise<int64_t>();
+        return st.drain_promise;
+      },
+      on_load(self),
+      [](resume_atom) {},
+      on_stop(self),
+  };
+}
+
+rollouter_actor::behavior_type interrupted(self_ptr self) {
+  return {
+      [](start_atom) {},    [](gen_atom) {},  // a chunk queued before the pause: nothing to do now
+      already_paused(self), on_load(self),   [](resume_atom) {},  // nothing loaded yet: stay paused
+      on_stop(self),
+  };
+}
+
+rollouter_actor::behavior_type syncing(self_ptr self) {
+  return {
+      [](start_atom) {},
+      [](gen_atom) {},
+      already_paused(self),
+      on_load(self),
+      [self](resume_atom) {
+        enter(self, "resuming", resuming(self));
+        self->send(self, gen_atom::value);
+      },
+      on_stop(self),
+  };
+}
+
+rollouter_actor::behavior_type resuming(self_ptr self) {
+  return {
+      [](start_atom) {},
+      [self](gen_atom) {
+        // Resubmit partial responses: the generator re-prefills prompt + partial tokens under
+        // the new weights, and their old tokens count against max_new_tokens.
+        auto& st = self->state;
+        for (auto& r : st.held)
+          st.gen->submit(std::move(r));
+        st.held.clear();
+        enter(self, "generating", generating(self));
+        if (st.gen->idle()) {
+          enter(self, "idle", idle(self));
+          request_work(self);
+          return;
+        }
+        run_chunk(self);
+      },
+      [self](pause_atom) -> caf::result<int64_t> {
+        enter(self, "interrupted", interrupted(self));
+        return static_cast<int64_t>(self->state.held.size());
+      },
+      on_load(self),
+      [](resume_atom) {},
+      on_stop(self),
+  };
+}
+
+rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  set_torch_threads(st.args.env->rollout_threads);
+  const auto& cfg = st.args.env->cfg;
+  torch::Device device(cfg.runtime.device);
+  CausalLM model(st.args.env->model);
+  model->to(device);
+  model->eval();
+  st.model = model.ptr();
+  load_snapshot(*st.model, st.args.initial, /*alias=*/true);
+  st.weights = st.args.initial;
+  generator_options go;
+  go.max_slots = cfg.rollout.max_batch;
+  go.max_seq_len = std::min<int64_t>(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens,
+                                     st.args.env->model.max_position_embeddings);
+  go.seed = static_cast<uint64_t>(cfg.runtime.seed);
+  go.eos_id = st.args.env->tokenizer.eos_id();
+  st.gen = std::make_unique<generator>(st.model, go);
+  st.gen->set_version(st.args.initial.version);
+  self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      spdlog::error("rollouter {}: {}", self->state.args.worker, e.what());
+      return caf::make_error(caf::sec::runtime_error, e.what());
+    } catch (...) {
+      return caf::make_error(caf::sec::runtime_error, "unknown exception");
+    }
+  });
+  return idle(self);
+}
+
+}  // namespace
+
+rollouter_actor spawn_rollouter(caf::actor_system& sys, rollouter_args args) {
+  const bool detached = args.env->detached;
+  if (detached) return sys.spawn<caf::detached>(rollouter_fn, std::move(args));
+  return sys.spawn(rollouter_fn, std::move(args));
+}
+
+}  // namespace asyncrl

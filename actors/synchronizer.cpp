@@ -1,0 +1,150 @@
+#include "actors/synchronizer.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <optional>
+
+namespace asyncrl {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct pending_publish {
+  weight_snapshot weights;
+  caf::typed_response_promise<sync_report> promise;
+};
+
+struct sync_state {
+  static inline const char* name = "synchronizer";
+  synchronizer_args args;
+  bool busy = false;
+  std::optional<pending_publish> next;
+  int64_t syncs = 0;
+};
+
+using sync_ptr = synchronizer_actor::stateful_pointer<sync_state>;
+
+void start_sync(sync_ptr self, pending_publish job);
+
+// Shared progress of one sync across the rollouters' replies.
+struct sync_run {
+  pending_publish job;
+  clock::time_point t0 = clock::now();
+  size_t replies = 0;
+  bool failed = false;
+};
+
+void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const std::string& why) {
+  auto& st = self->state;
+  for (auto& r : st.args.rollouters)
+    self->send(r, resume_atom::value);  // always paired
+  sync_report rep;
+  rep.version = run->job.weights.version;
+  rep.time_ms = std::chrono::duration<double, std::milli>(clock::now() - run->t0).count();
+  rep.bytes = run->job.weights.blob ? run->job.weights.blob->bytes() : 0;
+  rep.workers = static_cast<int32_t>(st.args.rollouters.size());
+  rep.ok = ok;
+  rep.error = why;
+  if (ok) {
+    ++st.syncs;
+  } else {
+    spdlog::error("synchronizer: {}", why);
+    self->send(st.args.controller, fail_atom::value, why);
+  }
+  run->job.promise.deliver(rep);
+  st.busy = false;
+  if (st.next) {
+    auto job = std::move(*st.next);
+    st.next.reset();
+    start_sync(self, std::move(job));
+  }
+}
+
+void load_all(sync_ptr self, const std::shared_ptr<sync_run>& run) {
+  auto& st = self->state;
+  const auto timeout = std::chrono::milliseconds(st.args.env->cfg.async_training.sync_timeout_ms);
+  run->replies = 0;
+  for (auto& r : st.args.rollouters)
+    self->request(r, timeout, load_atom::value, run->job.weights)
+        .then(
+            [self, run](int32_t) {
+              if (run->failed) return;
+              if (++run->replies == self->state.args.rollouters.size()) {
+                // Every rollouter holds the new weights: a new staleness window opens.
+                self->send(self->state.args.queue, synced_atom::value, run->job.weights.version);
+                finish(self, run, true, "");
+              }
+            },
+            [self, run](const caf::error& e) {
+              if (run->failed) return;
+              run->failed = true;
+              finish(self, run, false,
+                     "weight sync v" + std::to_string(run->job.weights.version) +
+                         ": load failed: " + self->system().render(e));
+            });
+}
+
+void start_sync(sync_ptr self, pending_publish job) {
+  auto& st = self->state;
+  st.busy = true;
+  auto run = std::make_shared<sync_run>();
+  run->job = std::move(job);
+  const auto timeout = std::chrono::milliseconds(st.args.env->cfg.async_training.sync_timeout_ms);
+  if (st.args.rollouters.empty()) {
+    self->send(st.args.queue, synced_atom::value, run->job.weights.version);
+    finish(self, run, true, "");
+    return;
+  }
+  for (auto& r : st.args.rollouters)
+    self->request<caf::message_priority::high>(r, timeout, pause_atom::value)
+        .then(
+            [self, run](int64_t) {
+              if (run->failed) return;
+              if (++run->replies == self->state.args.rollouters.size()) load_all(self, run);
+            },
+            [self, run](const caf::error& e) {
+              if (run->failed) return;
+              run->failed = true;
+              finish(self, run, false,
+                     "weight sync v" + std::to_string(run->job.weights.version) +
+                         ": pause failed: " + self->system().render(e));
+            });
+}
+
+synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args) {
+  self->state.args = std::move(args);
+  return {
+      [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<sync_report>();
+        if (st.busy) {
+          if (st.next) {  // superseded before it started
+            sync_report skipped;
+            skipped.version = st.next->weights.version;
+            skipped.error = "superseded by v" + std::to_string(w.version);
+            st.next->promise.deliver(skipped);
+          }
+          st.next = pending_publish{std::move(w), rp};
+          return rp;
+        }
+        start_sync(self, pending_publish{std::move(w), rp});
+        return rp;
+      },
+      [self](stop_atom) -> int64_t {
+        auto n = self->state.syncs;
+        self->quit();
+        return n;
+      },
+  };
+}
+
+}  // namespace
+
+synchronizer_actor spawn_synchronizer(caf::actor_system& sys, synchronizer_args args) {
+  return sys.spawn(sync_fn, std::move(args));
+}
+
+}  // namespace asyncrl

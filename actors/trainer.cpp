@@ -1,0 +1,272 @@
+#include "actors/trainer.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <deque>
+
+#include "runtime/model_io.hpp"
+#include "runtime/policy_trainer.hpp"
+#include "runtime/weight_sync.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double ms_between(clock::time_point a, clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// What one optimizer step saw, beyond what policy_trainer reports.
+struct step_acc {
+  double reward_sum = 0;
+  int64_t samples = 0, correct = 0, stale = 0, partial = 0, failures = 0;
+  int32_t max_span = 0;
+  int64_t filtered = 0, groups = 0;
+  int64_t response_tokens = 0;  // of non-filtered groups: 0 means nothing to train on
+  double idle_ms = 0;
+};
+
+struct trainer_state {
+  static inline const char* name = "trainer";
+  trainer_args args;
+  std::unique_ptr<policy_trainer> pt;
+  std::deque<scored_group> buffer;
+  int64_t step = 0, groups_in_step = 0, steps_in_sync = 0;
+  step_acc acc;
+  trainer_counts counts;
+  queue_stats last_queue;
+  double last_sync_ms = 0;
+  int64_t last_sync_bytes = 0;
+  clock::time_point step_start = clock::now();
+  bool pulling = false, finished = false;
+};
+
+using trainer_ptr = trainer_actor::stateful_pointer<trainer_state>;
+
+void pull_next(trainer_ptr self);
+
+// Streams one group into the current step: one micro-batch per chunk of the group.
+void consume(trainer_ptr self, const scored_group& g) {
+  auto& st = self->state;
+  const auto& plan = st.args.env->plan;
+  if (st.groups_in_step == 0 && (plan.old_per_step || st.steps_in_sync == 0))
+    st.pt->begin_batch();  // old <- policy: the weights that generated this batch
+  ++st.counts.received;
+  ++st.groups_in_step;
+  ++st.acc.groups;
+  if (g.filtered) {
+    ++st.counts.filtered;
+    ++st.acc.filtered;
+    return;
+  }
+  const int32_t v = st.pt->version();
+  for (auto& s : g.samples) {
+    st.acc.reward_sum += s.reward;
+    st.acc.correct += s.reward >= 1.0 ? 1 : 0;
+    st.acc.failures += s.reward_failed ? 1 : 0;
+    ++st.acc.samples;
+    st.acc.response_tokens += static_cast<int64_t>(s.response.size());
+    if (!s.versions.empty()) {
+      auto [lo, hi] = std::minmax_element(s.versions.begin(), s.versions.end());
+      if (*lo < v) ++st.acc.stale;
+      st.acc.max_span = std::max(st.acc.max_span, *hi - *lo);
+    }
+    if (s.interruptions > 0) ++st.acc.partial;
+  }
+  const auto micro = static_cast<size_t>(st.args.env->cfg.trainer.micro_batch_size);
+  for (size_t i = 0; i < g.samples.size(); i += micro) {
+    std::vector<const scored_sample*> mb;
+    for (size_t j = i; j < std::min(g.samples.size(), i + micro); ++j)
+      if (!g.samples[j].response.empty()) mb.push_back(&g.samples[j]);
+    if (!mb.empty()) st.pt->accumulate(mb);
+  }
+  ++st.counts.trained;
+}
+
+void publish(trainer_ptr self) {
+  auto& st = self->state;
+  auto snap = snapshot_weights(*st.pt->policy(), st.pt->version());
+  self->request(st.args.synchronizer, caf::infinite, publish_atom::value, std::move(snap))
+      .then(
+          [self](const sync_report& r) {
+            if (!r.ok) return;  // the synchronizer already failed the run
+            self->state.last_sync_ms = r.time_ms;
+            self->state.last_sync_bytes = r.bytes;
+          },
+          [self](const caf::error& e) {
+            if (!self->state.finished)
+              spdlog::warn("trainer: publish failed: {}", self->system().render(e));
+          });
+}
+
+void do_step(trainer_ptr self) {
+  auto& st = self->state;
+  const auto& plan = st.args.env->plan;
+  update_stats u;
+  if (st.acc.response_tokens > 0) {
+    u = st.pt->step();
+  } else {
+    u.skipped = true;  // every group of the step was filtered: nothing to learn from
+    spdlog::warn("trainer: step {} has no trainable tokens ({} groups filtered)", st.step + 1,
+                 st.acc.filtered);
+  }
+  ++st.step;
+  ++st.counts.steps;
+  if (u.skipped) ++st.counts.skipped_steps;
+  auto now = clock::now();
+  step_report r;
+  r.step = st.step;
+  r.policy_version = st.pt->version();
+  r.loss = u.loss, r.kl = u.kl, r.entropy = u.entropy, r.clip_frac = u.clip_frac;
+  r.imp_weight_min = u.imp_weight_min, r.imp_weight_max = u.imp_weight_max;
+  r.imp_weight_mean = u.imp_weight_mean;
+  r.masked_tokens = u.masked_tokens;
+  r.grad_norm = u.grad_norm;
+  r.skipped = u.skipped;
+  r.lr = u.lr;
+  r.prox_time_ms = u.prox_time_ms;
+  const double n = std::max<int64_t>(1, st.acc.samples);
+  r.reward_mean = st.acc.reward_sum / n;
+  r.accuracy = static_cast<double>(st.acc.correct) / n;
+  r.tokens_trained = u.tokens;
+  r.tokens_processed = u.tokens_processed;
+  r.samples = st.acc.samples;
+  r.stale_samples = st.acc.stale;
+  r.staleness_max = u.staleness_max;
+  r.partial_ratio = static_cast<double>(st.acc.partial) / n;
+  r.max_partial_span = st.acc.max_span;
+  r.groups_trained = st.acc.groups - st.acc.filtered;
+  r.filtered_groups = st.acc.filtered;
+  r.reward_failures = st.acc.failures;
+  r.step_ms = ms_between(st.step_start, now);
+  r.trainer_idle_ms = st.acc.idle_ms;
+  r.sync_time_ms = st.last_sync_ms;
+  r.sync_bytes = st.last_sync_bytes;
+  r.params_checksum = params_checksum(*st.pt->policy());
+  r.queue = st.last_queue;
+  self->send(st.args.controller, report_atom::value, r);
+  st.acc = step_acc{};
+  st.step_start = now;
+  st.groups_in_step = 0;
+  if (st.step >= plan.total_steps) {
+    st.finished = true;
+    self->send(st.args.controller, done_atom::value);
+    return;
+  }
+  if (++st.steps_in_sync == plan.steps_per_sync) {
+    st.steps_in_sync = 0;
+    publish(self);
+  }
+}
+
+void process_buffer(trainer_ptr self) {
+  auto& st = self->state;
+  const auto per_step = st.args.env->plan.groups_per_step;
+  while (!st.buffer.empty() && !st.finished) {
+    consume(self, st.buffer.front());
+    st.buffer.pop_front();
+    if (st.groups_in_step == per_step) do_step(self);
+  }
+  pull_next(self);
+}
+
+void pull_next(trainer_ptr self) {
+  auto& st = self->state;
+  if (st.finished || st.pulling) return;
+  const auto& plan = st.args.env->plan;
+  int64_t min = 1, max = plan.groups_per_step - st.groups_in_step;
+  if (plan.wait_for_batch) {
+    // sync: the whole batch must be generated and scored before training starts.
+    min = max = plan.groups_per_sync;
+  }
+  st.pulling = true;
+  auto t0 = clock::now();
+  self->request(st.args.queue, caf::infinite, pull_atom::value, st.pt->version(), min, max)
+      .then(
+          [self, t0](delivery& d) {
+            auto& st = self->state;
+            st.pulling = false;
+            st.acc.idle_ms += ms_between(t0, clock::now());
+            st.last_queue = d.stats;
+            if (d.groups.empty()) return;  // the queue is shutting down
+            ++st.counts.deliveries;
+            if (st.args.env->plan.wait_for_batch)
+              std::sort(d.groups.begin(), d.groups.end(),
+                        [](const scored_group& a, const scored_group& b) {
+                          return a.group_id < b.group_id;
+                        });
+            for (auto& g : d.groups)
+              st.buffer.push_back(std::move(g));
+            process_buffer(self);
+          },
+          [self](const caf::error& e) {
+            self->state.pulling = false;
+            if (!self->state.finished)
+              self->send(self->state.args.controller, fail_atom::value,
+                         "trainer: pull failed: " + self->system().render(e));
+          });
+}
+
+trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  set_torch_threads(st.args.env->trainer_threads);
+  const auto& cfg = st.args.env->cfg;
+  CausalLM policy(st.args.env->model);
+  policy->to(torch::Device(cfg.runtime.device));
+  load_snapshot(*policy, st.args.initial, /*alias=*/false);
+  for (auto& p : policy->parameters())
+    p.set_requires_grad(true);
+  trainer_settings ts;
+  ts.algorithm = cfg.algorithm;
+  ts.trainer = cfg.trainer;
+  ts.temperature = cfg.rollout.temperature > 0 ? cfg.rollout.temperature : 1.0;
+  st.pt = std::make_unique<policy_trainer>(policy, ts);
+  st.pt->set_version(st.args.initial.version);
+  self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("trainer: {}", what);
+    return caf::make_error(caf::sec::runtime_error, "trainer: " + what);
+  });
+  return {
+      [self](start_atom) {
+        self->state.step_start = clock::now();
+        pull_next(self);
+      },
+      [self](final_atom) -> weight_snapshot {
+        return snapshot_weights(*self->state.pt->policy(), self->state.pt->version());
+      },
+      [self](stop_atom) -> trainer_counts {
+        auto& st = self->state;
+        st.finished = true;
+        auto c = st.counts;
+        c.held = static_cast<int64_t>(st.buffer.size());
+        // Groups consumed into a step that never ran are neither trained nor dropped.
+        c.held += st.groups_in_step;
+        c.trained -= std::min<int64_t>(c.trained, st.groups_in_step - st.acc.filtered);
+        c.filtered -= st.acc.filtered;
+        c.version = st.pt->version();
+        self->quit();
+        return c;
+      },
+  };
+}
+
+}  // namespace
+
+trainer_actor spawn_trainer(caf::actor_system& sys, trainer_args args) {
+  if (args.env->detached) return sys.spawn<caf::detached>(trainer_fn, std::move(args));
+  return sys.spawn(trainer_fn, std::move(args));
+}
+
+}  // namespace asyncrl

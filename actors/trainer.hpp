@@ -1,0 +1,27 @@
+#pragma once
+
+// The Trainer: pulls scored groups from the queue in arrival order, streams them through the
+// tri-model trainer micro-batch by micro-batch, and steps the optimizer after each
+// ppo_mini_batch_size groups. A micro-batch never mixes groups, so its content (and its
+// float32 gradient) does not depend on arrival order; with float64 accumulation the update
+// then does not either, which is what makes periodic equal to sync bit for bit. Every
+// steps_per_sync steps it hands a weight snapshot to the Synchronizer.
+
+#include <caf/actor_system.hpp>
+
+#include "actors/env.hpp"
+#include "messages/interfaces.hpp"
+
+namespace asyncrl {
+
+struct trainer_args {
+  env_ptr env;
+  weight_snapshot initial;  // the starting policy (version 0)
+  queue_actor queue;
+  synchronizer_actor synchronizer;
+  controller_actor controller;
+};
+
+trainer_actor spawn_trainer(caf::actor_system& sys, trainer_args args);
+
+}  // namespace asyncrl

@@ -1,0 +1,63 @@
+#pragma once
+
+// The typed interface of each role. Every message an actor accepts, including the ones it
+// sends itself, is listed here; a behaviour handles the whole interface in every state.
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/type_ids.hpp"
+
+namespace asyncrl {
+
+/// Generates groups of responses; states idle, generating, interrupted, syncing, resuming.
+using rollouter_actor = caf::typed_actor<
+    caf::reacts_to<start_atom>,                  // begin pulling work
+    caf::reacts_to<gen_atom>,                    // (self) one decode chunk
+    caf::replies_to<pause_atom>::with<int64_t>,  // stop at a token boundary (or drain)
+    caf::replies_to<load_atom, weight_snapshot>::with<int32_t>,  // load weights -> version
+    caf::reacts_to<resume_atom>,                                 // continue under the new weights
+    caf::replies_to<stop_atom>::with<rollout_counts>>;
+
+/// One scoring worker of the Reward pool.
+using reward_worker_actor =
+    caf::typed_actor<caf::replies_to<score_atom, std::string, std::string, uint64_t>::with<double>,
+                     caf::replies_to<stop_atom>::with<int64_t>>;
+
+/// Scores generated groups and forwards them, with advantages, to the queue.
+using reward_actor = caf::typed_actor<caf::reacts_to<score_atom, scored_group>,
+                                      caf::replies_to<stop_atom>::with<reward_counts>>;
+
+/// Bounded buffer of scored groups; grants admission credits and enforces staleness.
+using queue_actor = caf::typed_actor<
+    caf::replies_to<credit_atom, int32_t, int64_t>::with<int64_t>,  // worker, wanted groups
+    caf::reacts_to<abandon_atom, int64_t>,                          // admitted, never finished
+    caf::reacts_to<put_atom, scored_group>,
+    caf::replies_to<pull_atom, int32_t, int64_t, int64_t>::with<delivery>,  // version, min, max
+    caf::reacts_to<synced_atom, int32_t>,  // new weights are on every rollouter
+    caf::replies_to<stats_atom>::with<queue_stats>, caf::replies_to<stop_atom>::with<queue_stats>>;
+
+/// Publishes versioned weights to every rollouter: pause -> load -> resume.
+using synchronizer_actor =
+    caf::typed_actor<caf::replies_to<publish_atom, weight_snapshot>::with<sync_report>,
+                     caf::replies_to<stop_atom>::with<int64_t>>;
+
+/// Consumes groups, steps the optimizer, triggers syncs.
+using trainer_actor =
+    caf::typed_actor<caf::reacts_to<start_atom>, caf::replies_to<final_atom>::with<weight_snapshot>,
+                     caf::replies_to<stop_atom>::with<trainer_counts>>;
+
+/// Wires the roles, owns the data loader and the run's output, supervises the children.
+using controller_actor =
+    caf::typed_actor<caf::replies_to<run_atom>::with<run_result>,
+                     caf::replies_to<prompts_atom, int64_t>::with<std::vector<prompt_task>>,
+                     caf::reacts_to<regen_atom, prompt_task>,
+                     caf::reacts_to<progress_atom, rollout_progress>,
+                     caf::reacts_to<report_atom, step_report>, caf::reacts_to<done_atom>,
+                     caf::reacts_to<fail_atom, std::string>>;
+
+}  // namespace asyncrl

@@ -1,0 +1,200 @@
+#pragma once
+
+// Message payloads exchanged by the actors. Plain data with an `inspect()` each, so every
+// message can be serialized and any actor can later run on another node. Torch-free.
+
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/samples.hpp"
+
+namespace asyncrl {
+
+/// One prompt handed to a rollouter: it generates `rollout.n` responses for it.
+struct prompt_task {
+  uint64_t group_id = 0;      // unique per dispatched prompt; selects the RNG streams
+  uint64_t prompt_index = 0;  // position in the training data
+  std::vector<int32_t> prompt;
+  std::string ground_truth;
+};
+
+/// A rollouter's cumulative counters, pushed to the controller as they change.
+struct rollout_progress {
+  int32_t worker = 0;
+  int64_t tokens_generated = 0;
+  int64_t groups_completed = 0;
+  double busy_ms = 0;  // time spent decoding or prefilling
+  double idle_ms = 0;  // time with nothing to generate (no credit, paused, waiting)
+  int32_t version = 0;
+  std::string state;
+};
+
+/// The MessageQueue's counters (groups).
+struct queue_stats {
+  int64_t depth = 0;     // queued, waiting for the trainer
+  int64_t running = 0;   // admitted, not yet queued
+  int64_t received = 0;  // ever put
+  int64_t delivered = 0;
+  int64_t dropped_stale = 0;  // over eta at delivery (dropped or sent back)
+  int64_t regenerated = 0;    // of those, prompts sent back for regeneration
+  int64_t abandoned = 0;      // admitted but never finished (rollouter stopped)
+  int64_t admitted_in_window = 0;
+  int64_t window_budget = 0;
+  int64_t carried = 0;
+  int64_t capacity = 0;
+  int32_t published_version = 0;
+  int32_t max_delivered_staleness = 0;
+};
+
+/// Groups for the trainer, with the queue's counters at delivery time.
+struct delivery {
+  std::vector<scored_group> groups;
+  queue_stats stats;
+};
+
+/// What one weight sync did.
+struct sync_report {
+  int32_t version = 0;
+  double time_ms = 0;
+  int64_t bytes = 0;
+  int32_t workers = 0;
+  bool ok = true;
+  std::string error;
+};
+
+/// Per-step metrics from the trainer; the controller adds the run-wide fields.
+struct step_report {
+  int64_t step = 0;
+  int32_t policy_version = 0;
+  double loss = 0, kl = 0, entropy = 0, clip_frac = 0;
+  double imp_weight_min = 0, imp_weight_max = 0, imp_weight_mean = 0;
+  int64_t masked_tokens = 0;
+  double grad_norm = 0;
+  bool skipped = false;
+  double lr = 0;
+  double prox_time_ms = 0;
+  double reward_mean = 0;
+  double accuracy = 0;
+  int64_t tokens_trained = 0;
+  int64_t tokens_processed = 0;
+  int64_t samples = 0;
+  int64_t stale_samples = 0;
+  int32_t staleness_max = 0;
+  double partial_ratio = 0;
+  int32_t max_partial_span = 0;
+  int64_t groups_trained = 0;
+  int64_t filtered_groups = 0;
+  int64_t reward_failures = 0;
+  double step_ms = 0;          // since the previous step ended
+  double trainer_idle_ms = 0;  // of that, waiting for samples
+  double sync_time_ms = 0;     // the last completed weight sync
+  int64_t sync_bytes = 0;
+  double params_checksum = 0;
+  queue_stats queue;
+};
+
+/// Final counts of the roles, gathered at shutdown for the no-sample-lost accounting.
+struct rollout_counts {
+  int32_t worker = 0;
+  int64_t groups_completed = 0;   // all G responses generated and sent to Reward
+  int64_t groups_unfinished = 0;  // admitted but not finished when stopped
+  int64_t tokens_generated = 0;
+  int64_t interruptions = 0;
+};
+
+struct reward_counts {
+  int64_t received = 0;
+  int64_t forwarded = 0;
+  int64_t in_progress = 0;
+  int64_t failures = 0;  // scoring threw
+  int64_t timeouts = 0;
+};
+
+struct trainer_counts {
+  int64_t deliveries = 0;  // non-empty pulls answered: 1 per batch in sync, more when streaming
+  int64_t received = 0;
+  int64_t trained = 0;
+  int64_t filtered = 0;
+  int64_t held = 0;  // received, not yet trained
+  int64_t steps = 0;
+  int64_t skipped_steps = 0;
+  int32_t version = 0;
+};
+
+// inspect() --------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scored_sample& x) {
+  return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt, x.response,
+           x.logprobs, x.versions, x.reward, x.advantage, x.interruptions, x.reward_failed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scored_group& x) {
+  return f(caf::meta::type_name("scored_group"), x.group_id, x.prompt_index, x.ground_truth,
+           x.filtered, x.samples);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prompt_task& x) {
+  return f(caf::meta::type_name("prompt_task"), x.group_id, x.prompt_index, x.prompt,
+           x.ground_truth);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rollout_progress& x) {
+  return f(caf::meta::type_name("rollout_progress"), x.worker, x.tokens_generated,
+           x.groups_completed, x.busy_ms, x.idle_ms, x.version, x.state);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
+  return f(caf::meta::type_name("queue_stats"), x.depth, x.running, x.received, x.delivered,
+           x.dropped_stale, x.regenerated, x.abandoned, x.admitted_in_window, x.window_budget,
+           x.carried, x.capacity, x.published_version, x.max_delivered_staleness);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, delivery& x) {
+  return f(caf::meta::type_name("delivery"), x.groups, x.stats);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sync_report& x) {
+  return f(caf::meta::type_name("sync_report"), x.version, x.time_ms, x.bytes, x.workers, x.ok,
+           x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_report& x) {
+  return f(caf::meta::type_name("step_report"), x.step, x.policy_version, x.loss, x.kl, x.entropy,
+           x.clip_frac, x.imp_weight_min, x.imp_weight_max, x.imp_weight_mean, x.masked_tokens,
+           x.grad_norm, x.skipped, x.lr, x.prox_time_ms, x.reward_mean, x.accuracy,
+           x.tokens_trained, x.tokens_processed, x.samples, x.stale_samples, x.staleness_max,
+           x.partial_ratio, x.max_partial_span, x.groups_trained, x.filtered_groups,
+           x.reward_failures, x.step_ms, x.trainer_idle_ms, x.sync_time_ms, x.sync_bytes,
+           x.params_checksum, x.queue);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rollout_counts& x) {
+  return f(caf::meta::type_name("rollout_counts"), x.worker, x.groups_completed,
+           x.groups_unfinished, x.tokens_generated, x.interruptions);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reward_counts& x) {
+  return f(caf::meta::type_name("reward_counts"), x.received, x.forwarded, x.in_progress,
+           x.failures, x.timeouts);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trainer_counts& x) {
+  return f(caf::meta::type_name("trainer_counts"), x.deliveries, x.received, x.trained, x.filtered,
+           x.held, x.steps, x.skipped_steps, x.version);
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,67 @@
+#pragma once
+
+// Type IDs and atoms of every message asyncrl's actors exchange. Registering the block with
+// `register_message_types(cfg)` lets any of them cross a node boundary.
+
+#include <caf/actor_system_config.hpp>
+#include <caf/type_id.hpp>
+
+#include <vector>
+
+#include "messages/payloads.hpp"
+#include "messages/run_result.hpp"
+#include "messages/weights.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(asyncrl, caf::first_custom_type_id)
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::prompt_task))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<asyncrl::prompt_task>))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::scored_sample))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::scored_group))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<asyncrl::scored_group>))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::rollout_progress))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::queue_stats))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::delivery))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::sync_report))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::step_report))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::rollout_counts))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<asyncrl::rollout_counts>))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::reward_counts))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::trainer_counts))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::weight_snapshot))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::run_result))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<int32_t>))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<float>))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<char>))
+CAF_END_TYPE_ID_BLOCK(asyncrl)
+
+CAF_ADD_ATOM(asyncrl, asyncrl, start_atom, "start")
+CAF_ADD_ATOM(asyncrl, asyncrl, gen_atom, "gen")
+CAF_ADD_ATOM(asyncrl, asyncrl, pause_atom, "pause")
+CAF_ADD_ATOM(asyncrl, asyncrl, load_atom, "load")
+CAF_ADD_ATOM(asyncrl, asyncrl, resume_atom, "resume")
+CAF_ADD_ATOM(asyncrl, asyncrl, stop_atom, "stop")
+CAF_ADD_ATOM(asyncrl, asyncrl, stats_atom, "stats")
+CAF_ADD_ATOM(asyncrl, asyncrl, score_atom, "score")
+CAF_ADD_ATOM(asyncrl, asyncrl, put_atom, "put")
+CAF_ADD_ATOM(asyncrl, asyncrl, pull_atom, "pull")
+CAF_ADD_ATOM(asyncrl, asyncrl, credit_atom, "credit")
+CAF_ADD_ATOM(asyncrl, asyncrl, abandon_atom, "abandon")
+CAF_ADD_ATOM(asyncrl, asyncrl, publish_atom, "publish")
+CAF_ADD_ATOM(asyncrl, asyncrl, synced_atom, "synced")
+CAF_ADD_ATOM(asyncrl, asyncrl, prompts_atom, "prompts")
+CAF_ADD_ATOM(asyncrl, asyncrl, regen_atom, "regen")
+CAF_ADD_ATOM(asyncrl, asyncrl, progress_atom, "progress")
+CAF_ADD_ATOM(asyncrl, asyncrl, report_atom, "report")
+CAF_ADD_ATOM(asyncrl, asyncrl, done_atom, "done")
+CAF_ADD_ATOM(asyncrl, asyncrl, final_atom, "final")
+CAF_ADD_ATOM(asyncrl, asyncrl, run_atom, "run")
+CAF_ADD_ATOM(asyncrl, asyncrl, fail_atom, "fail")
+
+namespace asyncrl {
+
+/// Adds asyncrl's message types (and CAF's I/O types) to a config; call on every node.
+inline void register_message_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::asyncrl>();
+}
+
+}  // namespace asyncrl

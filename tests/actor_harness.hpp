@@ -1,0 +1,54 @@
+#pragma once
+
+// Runs whole training runs under CAF's test coordinator: every actor is scheduled in the
+// test's thread, in a deterministic order, and time only moves when the harness fires a
+// timeout. No sleeps, no wall-clock waits.
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/run_result.hpp"
+#include "runtime/run_config.hpp"
+
+namespace caf::scheduler {
+class test_coordinator;
+}
+
+namespace asyncrl::test {
+
+/// An actor system on the test coordinator with asyncrl's types registered.
+class coordinated_system {
+ public:
+  coordinated_system();
+  ~coordinated_system();
+  caf::actor_system& sys() { return *sys_; }
+  caf::scheduler::test_coordinator& sched();
+  /// Runs jobs until `done()` holds; fires the next timeout whenever nothing is runnable.
+  /// Returns false if everything went quiet without `done()` (a hang).
+  bool run_until(const std::function<bool()>& done, int max_timeouts = 1000);
+
+ private:
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+};
+
+/// A small config for actor tests: a 2-layer model, 1-2 digit arithmetic, tiny batches, one
+/// thread. `overrides` are key=value strings as on the command line.
+std::unique_ptr<loaded_config> tiny_run_config(const std::vector<std::string>& overrides);
+
+/// The outcome of one coordinated run.
+struct run_outcome {
+  run_result result;
+  std::vector<std::string> metrics;  // metrics.jsonl lines
+  bool finished = false;             // false: the run hung
+};
+
+/// Runs the actor part of a training run on a fresh coordinated system.
+run_outcome run_coordinated(const run_config& cfg);
+
+}  // namespace asyncrl::test
