@@ -65,13 +65,20 @@ weight_snapshot unpack_weights(const char* data, size_t size) {
     throw std::runtime_error("weights: missing names, shapes or data");
   if (blob->names.size() != blob->shapes.size())
     throw std::runtime_error("weights: names and shapes differ in count");
+  // Sizes are checked against the data without overflowing: the data bounds every product.
+  const size_t limit = blob->data.size();
   size_t total = 0;
   for (auto& s : blob->shapes) {
     size_t n = 1;
     for (auto d : s) {
       if (d < 0) throw std::runtime_error("weights: negative dimension");
-      n *= static_cast<size_t>(d);
+      const auto ud = static_cast<size_t>(d);
+      if (ud != 0 && n > limit / ud)
+        throw std::runtime_error("weights: shapes need more floats than the data holds");
+      n *= ud;
     }
+    if (n > limit - total)
+      throw std::runtime_error("weights: shapes need more floats than the data holds");
     total += n;
   }
   if (total != blob->data.size())

@@ -56,6 +56,9 @@ void admission_control::on_delivered() {
 
 void admission_control::on_dropped() {
   on_delivered();
+  // A dropped group will never be trained, so it must not keep using AReaL's capacity
+  // (eta + v + 1) * B: with enough drops the queue would admit nothing and the run would hang.
+  --accepted_;
 }
 
 void admission_control::on_trainer_version(int64_t v) {

@@ -36,8 +36,9 @@ class admission_control {
   void on_put();
   /// A running group will never reach the queue (its rollouter stopped before finishing).
   void on_abandoned();
-  /// A queued group went to the trainer, or was dropped as too stale.
+  /// A queued group went to the trainer.
   void on_delivered();
+  /// A queued group was dropped as too stale; it no longer counts as accepted.
   void on_dropped();
   /// The trainer's policy version (AReaL's v).
   void on_trainer_version(int64_t v);

@@ -1,0 +1,444 @@
+// Every message payload survives CAF's binary serialization, alone and inside a caf::message
+// (which needs the type-ID registration), and weight snapshots round-trip bit-exactly through
+// msgpack while unpack_weights rejects corrupt bytes with std::runtime_error.
+
+#include <gtest/gtest.h>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/deep_to_string.hpp>
+#include <caf/message.hpp>
+#include <msgpack.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "messages/type_ids.hpp"
+
+namespace asyncrl {
+namespace {
+
+// A payload nobody registered: serializing it inside a message must fail.
+struct unregistered_payload {
+  int32_t a = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unregistered_payload& x) {
+  return f(caf::meta::type_name("unregistered_payload"), x.a);
+}
+
+template <class T>
+void expect_field(const T& x, const T& y, const char* name) {
+  EXPECT_EQ(x, y) << name;
+}
+
+// An expression, so that a whole struct's fields fit on a few lines.
+#define SAME(field) expect_field(a.field, b.field, #field)
+
+void expect_same(const scored_sample& a, const scored_sample& b) {
+  SAME(uid), SAME(group_id), SAME(index), SAME(prompt), SAME(response), SAME(logprobs),
+      SAME(versions), SAME(reward), SAME(advantage), SAME(interruptions), SAME(reward_failed);
+}
+
+void expect_same(const scored_group& a, const scored_group& b) {
+  SAME(group_id), SAME(prompt_index), SAME(ground_truth), SAME(filtered);
+  ASSERT_EQ(a.samples.size(), b.samples.size());
+  for (size_t i = 0; i < a.samples.size(); ++i)
+    expect_same(a.samples[i], b.samples[i]);
+}
+
+void expect_same(const prompt_task& a, const prompt_task& b) {
+  SAME(group_id), SAME(prompt_index), SAME(prompt), SAME(ground_truth);
+}
+
+void expect_same(const rollout_progress& a, const rollout_progress& b) {
+  SAME(worker), SAME(tokens_generated), SAME(groups_completed), SAME(busy_ms), SAME(idle_ms),
+      SAME(version), SAME(state);
+}
+
+void expect_same(const queue_stats& a, const queue_stats& b) {
+  SAME(depth), SAME(running), SAME(received), SAME(delivered), SAME(dropped_stale),
+      SAME(regenerated), SAME(abandoned), SAME(admitted_in_window), SAME(window_budget),
+      SAME(carried), SAME(capacity), SAME(published_version), SAME(max_delivered_staleness);
+}
+
+void expect_same(const delivery& a, const delivery& b) {
+  ASSERT_EQ(a.groups.size(), b.groups.size());
+  for (size_t i = 0; i < a.groups.size(); ++i)
+    expect_same(a.groups[i], b.groups[i]);
+  expect_same(a.stats, b.stats);
+}
+
+void expect_same(const sync_report& a, const sync_report& b) {
+  SAME(version), SAME(time_ms), SAME(bytes), SAME(workers), SAME(ok), SAME(error);
+}
+
+void expect_same(const step_report& a, const step_report& b) {
+  SAME(step), SAME(policy_version), SAME(loss), SAME(kl), SAME(entropy), SAME(clip_frac),
+      SAME(imp_weight_min), SAME(imp_weight_max), SAME(imp_weight_mean), SAME(masked_tokens),
+      SAME(grad_norm), SAME(skipped), SAME(lr), SAME(prox_time_ms), SAME(reward_mean),
+      SAME(accuracy), SAME(tokens_trained), SAME(tokens_processed), SAME(samples),
+      SAME(stale_samples), SAME(staleness_max), SAME(partial_ratio), SAME(max_partial_span),
+      SAME(groups_trained), SAME(filtered_groups), SAME(reward_failures), SAME(step_ms),
+      SAME(trainer_idle_ms), SAME(sync_time_ms), SAME(sync_bytes), SAME(params_checksum);
+  expect_same(a.queue, b.queue);
+}
+
+void expect_same(const rollout_counts& a, const rollout_counts& b) {
+  SAME(worker), SAME(groups_completed), SAME(groups_unfinished), SAME(tokens_generated),
+      SAME(interruptions);
+}
+
+void expect_same(const reward_counts& a, const reward_counts& b) {
+  SAME(received), SAME(forwarded), SAME(in_progress), SAME(failures), SAME(timeouts);
+}
+
+void expect_same(const trainer_counts& a, const trainer_counts& b) {
+  SAME(deliveries), SAME(received), SAME(trained), SAME(filtered), SAME(held), SAME(steps),
+      SAME(skipped_steps), SAME(version);
+}
+
+// Bit-exact, so NaN payloads, -0 and denormals count too.
+void expect_same(const weight_snapshot& a, const weight_snapshot& b) {
+  SAME(version);
+  ASSERT_EQ(a.blob == nullptr, b.blob == nullptr);
+  if (!a.blob) return;
+  EXPECT_EQ(a.blob->names, b.blob->names);
+  EXPECT_EQ(a.blob->shapes, b.blob->shapes);
+  ASSERT_EQ(a.blob->data.size(), b.blob->data.size());
+  EXPECT_EQ(0, std::memcmp(a.blob->data.data(), b.blob->data.data(), a.blob->bytes()));
+}
+
+void expect_same(const run_result& a, const run_result& b) {
+  SAME(ok), SAME(error), SAME(steps), SAME(groups_generated), SAME(groups_trained),
+      SAME(groups_dropped), SAME(groups_in_flight), SAME(groups_filtered), SAME(tokens_generated),
+      SAME(tokens_trained), SAME(syncs), SAME(wall_time_s), SAME(train_time_s);
+  ASSERT_EQ(a.rollouters.size(), b.rollouters.size());
+  for (size_t i = 0; i < a.rollouters.size(); ++i)
+    expect_same(a.rollouters[i], b.rollouters[i]);
+  expect_same(a.reward, b.reward);
+  expect_same(a.queue, b.queue);
+  expect_same(a.trainer, b.trainer);
+  expect_same(a.final_weights, b.final_weights);
+}
+
+#undef SAME
+
+// Fillers: every field distinct from its default and from its neighbours.
+scored_sample make_sample(uint64_t k) {
+  scored_sample s;
+  s.uid = (1ULL << 63) + k, s.group_id = (1ULL << 40) + k, s.index = 7 + static_cast<uint32_t>(k);
+  s.prompt = {11, -12, 13}, s.response = {21, 22, 23, 24}, s.versions = {3, 3, 4, 5};
+  s.logprobs = {-0.5f, -1.25f, -3e-8f, 0.0f}, s.reward = 0.75 + k, s.advantage = -1.5 - k;
+  s.interruptions = 2 + static_cast<int32_t>(k), s.reward_failed = true;
+  return s;
+}
+
+scored_group make_group(uint64_t k) {
+  scored_group g;
+  g.group_id = (1ULL << 41) + k, g.prompt_index = 900 + k, g.filtered = true;
+  g.ground_truth = "\\boxed{42} \xe2\x88\x9a", g.samples = {make_sample(k), make_sample(k + 1)};
+  return g;
+}
+
+queue_stats make_queue_stats() {
+  return {101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113};
+}
+
+std::shared_ptr<weight_blob> make_blob() {
+  auto b = std::make_shared<weight_blob>();
+  b->names = {"embed.weight", "layers.0.attn.qkv", "scale", "empty"};
+  b->shapes = {{3, 4}, {5}, {}, {2, 0, 7}};  // 12 + 5 + 1 + 0 floats
+  for (int i = 0; i < 18; ++i)
+    b->data.push_back(0.1f * static_cast<float>(i) - 0.7f);
+  uint32_t nan_bits = 0x7fc01234u;  // a quiet NaN with a payload
+  std::memcpy(&b->data[0], &nan_bits, sizeof nan_bits);
+  b->data[1] = -0.0f;
+  b->data[2] = std::numeric_limits<float>::infinity();
+  b->data[3] = std::numeric_limits<float>::denorm_min();
+  b->data[4] = std::numeric_limits<float>::max();
+  return b;
+}
+
+run_result make_run_result() {
+  run_result r;
+  r.ok = false, r.error = "trainer died", r.steps = 31, r.groups_generated = 32;
+  r.groups_trained = 33, r.groups_dropped = 34, r.groups_in_flight = 35, r.groups_filtered = 36;
+  r.tokens_generated = 37, r.tokens_trained = 38, r.syncs = 39, r.wall_time_s = 40.25;
+  r.train_time_s = 41.5, r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
+  r.reward = {51, 52, 53, 54, 55}, r.queue = make_queue_stats();
+  r.trainer = {61, 62, 63, 64, 65, 66, 67, 68};
+  r.final_weights = {17, make_blob()};
+  return r;
+}
+
+step_report make_step_report() {
+  return {1,   2,  3.5,  4.5,  5.5,  6.5,  7.5,  8.5,
+          9.5, 10, 11.5, true, 12.5, 13.5, 14.5, 15.5,
+          16,  17, 18,   19,   20,   21.5, 22,   23,
+          24,  25, 26.5, 27.5, 28.5, 29,   30.5, make_queue_stats()};
+}
+
+class Messages : public ::testing::Test {
+ protected:
+  static caf::actor_system_config& registered(caf::actor_system_config& cfg) {
+    register_message_types(cfg);
+    return cfg;
+  }
+
+  template <class T>
+  std::vector<char> save(T& x, caf::actor_system& s) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{s, buf};
+    auto err = sink(x);
+    EXPECT_FALSE(err) << s.render(err);
+    return buf;
+  }
+
+  // Serializes `x`, deserializes into a fresh T, and checks all bytes were consumed.
+  template <class T>
+  T round_trip(T x) {
+    auto buf = save(x, sys);
+    T y;
+    caf::binary_deserializer source{sys, buf};
+    auto err = source(y);
+    EXPECT_FALSE(err) << sys.render(err);
+    EXPECT_EQ(source.remaining(), 0u);
+    return y;
+  }
+
+  // CAF 0.17.6 pitfall: `sink(msg)` / `source(msg)` on a caf::message go through the
+  // type_erased_tuple `serialize()` overload, which drops the error (an unregistered type then
+  // "succeeds" with nothing written). message::save / message::load return it.
+  caf::error save_message(const caf::message& msg, std::vector<char>& buf, caf::actor_system& s) {
+    caf::binary_serializer sink{s, buf};
+    return msg.save(sink);
+  }
+
+  caf::error load_message(caf::message& out, const std::vector<char>& buf, caf::actor_system& s) {
+    caf::binary_deserializer source{s, buf};
+    auto err = out.load(source);
+    if (!err) EXPECT_EQ(source.remaining(), 0u);
+    return err;
+  }
+
+  // The same through a type-erased caf::message, as the middleman sends it.
+  template <class T>
+  T message_round_trip(const T& x) {
+    std::vector<char> buf;
+    auto err = save_message(caf::make_message(x), buf, sys);
+    EXPECT_FALSE(err) << sys.render(err);
+    caf::message out;
+    err = load_message(out, buf, sys);
+    EXPECT_FALSE(err) << sys.render(err);
+    if (out.size() != 1 || !out.match_element<T>(0)) {
+      ADD_FAILURE() << "wrong message: " << caf::to_string(out);
+      return T{};
+    }
+    return out.get_as<T>(0);
+  }
+
+  template <class T>
+  void check(const T& x) {
+    SCOPED_TRACE(caf::type_name<T>::value);
+    expect_same(x, round_trip(x));
+    expect_same(x, message_round_trip(x));
+  }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys{registered(cfg)};
+};
+
+TEST_F(Messages, EveryPayloadRoundTrips) {
+  check(prompt_task{(1ULL << 62) + 5, 77, {1, -2, 3, 40000}, "ground \"truth\"\n"});
+  check(make_sample(3));
+  check(make_group(5));
+  check(rollout_progress{3, 1LL << 40, 55, 12.25, 0.125, 9, "paused"});
+  check(make_queue_stats());
+  check(delivery{{make_group(1), make_group(2)}, make_queue_stats()});
+  check(sync_report{14, 3.75, 1LL << 33, 4, false, "worker 2 unreachable"});
+  check(make_step_report());
+  check(rollout_counts{2, 71, 72, 73, 74});
+  check(reward_counts{81, 82, 83, 84, 85});
+  check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
+  check(make_run_result());
+  check(weight_snapshot{23, make_blob()});
+}
+
+TEST_F(Messages, RegisteredContainersAndMultiElementMessages) {
+  auto msg =
+      caf::make_message(put_atom::value, std::vector<prompt_task>{{1, 2, {3}, "4"}},
+                        std::vector<scored_group>{make_group(9)},
+                        std::vector<rollout_counts>{{5, 6, 7, 8, 9}}, std::vector<int32_t>{-1, 2},
+                        std::vector<float>{0.5f}, std::vector<char>{'x', '\0', 'y'}, int32_t{7});
+  std::vector<char> buf;
+  auto err = save_message(msg, buf, sys);
+  ASSERT_FALSE(err) << sys.render(err);
+  caf::message out;
+  err = load_message(out, buf, sys);
+  ASSERT_FALSE(err) << sys.render(err);
+  ASSERT_TRUE((out.match_elements<put_atom, std::vector<prompt_task>, std::vector<scored_group>,
+                                  std::vector<rollout_counts>, std::vector<int32_t>,
+                                  std::vector<float>, std::vector<char>, int32_t>()));
+  expect_same(out.get_as<std::vector<prompt_task>>(1).at(0), prompt_task{1, 2, {3}, "4"});
+  expect_same(out.get_as<std::vector<scored_group>>(2).at(0), make_group(9));
+  expect_same(out.get_as<std::vector<rollout_counts>>(3).at(0), rollout_counts{5, 6, 7, 8, 9});
+  EXPECT_EQ(out.get_as<std::vector<int32_t>>(4), (std::vector<int32_t>{-1, 2}));
+  EXPECT_EQ(out.get_as<std::vector<float>>(5), std::vector<float>{0.5f});
+  EXPECT_EQ(out.get_as<std::vector<char>>(6), (std::vector<char>{'x', '\0', 'y'}));
+  EXPECT_EQ(out.get_as<int32_t>(7), 7);
+}
+
+TEST_F(Messages, UnregisteredTypesFailToSerialize) {
+  // Control: without registration a message cannot be saved, so the passing tests above really
+  // depend on register_message_types.
+  std::vector<char> buf;
+  EXPECT_EQ(save_message(caf::make_message(unregistered_payload{5}), buf, sys),
+            caf::sec::unknown_type);
+  caf::actor_system_config bare_cfg;
+  caf::actor_system bare{bare_cfg};
+  auto task = caf::make_message(prompt_task{1, 2, {3}, "4"});
+  std::vector<char> bare_buf;
+  EXPECT_EQ(save_message(task, bare_buf, bare), caf::sec::unknown_type);
+  // And a node that did not register cannot read what a registered one sent.
+  std::vector<char> good;
+  ASSERT_FALSE(save_message(task, good, sys));
+  caf::message out;
+  EXPECT_EQ(load_message(out, good, bare), caf::sec::unknown_type);
+  EXPECT_EQ(out.size(), 0u);
+}
+
+TEST_F(Messages, SnapshotWireFormatIsVersionThenMsgpackBytes) {
+  weight_snapshot w{23, make_blob()};
+  auto packed = pack_weights(w);
+  int32_t version = 23;
+  std::vector<char> expected;
+  caf::binary_serializer sink{sys, expected};
+  ASSERT_FALSE(sink(version, packed));
+  EXPECT_EQ(save(w, sys), expected);
+  expect_same(w, unpack_weights(packed.data(), packed.size()));
+}
+
+TEST_F(Messages, EmptySnapshotRoundTripsToNullBlob) {
+  auto y = round_trip(weight_snapshot{5, nullptr});
+  EXPECT_EQ(y.version, 5);
+  EXPECT_EQ(y.blob, nullptr);
+  EXPECT_THROW(pack_weights(weight_snapshot{5, nullptr}), std::invalid_argument);
+  // A blob without tensors is not the same as no blob.
+  auto z = round_trip(weight_snapshot{6, std::make_shared<weight_blob>()});
+  EXPECT_EQ(z.version, 6);
+  ASSERT_NE(z.blob, nullptr);
+  EXPECT_TRUE(z.blob->names.empty());
+  EXPECT_TRUE(z.blob->data.empty());
+}
+
+TEST_F(Messages, LargeSnapshotRoundTripsAndPrintsShort) {
+  auto b = std::make_shared<weight_blob>();
+  b->names = {"w"};
+  b->shapes = {{1000, 1000}};
+  b->data.resize(1000000);
+  for (size_t i = 0; i < b->data.size(); ++i)
+    b->data[i] = std::sin(static_cast<float>(i));
+  weight_snapshot w{41, b};
+  auto buf = save(w, sys);
+  EXPECT_GE(buf.size(), 4000000u);
+  EXPECT_LE(buf.size(), 4000000u + 256u);  // the floats go over the wire once
+  expect_same(w, round_trip(w));
+  // In one process a message shares the blob instead of copying it.
+  EXPECT_EQ(caf::make_message(w).get_as<weight_snapshot>(0).blob.get(), b.get());
+
+  auto text = caf::to_string(caf::make_message(w));
+  EXPECT_LT(text.size(), 100u) << text.substr(0, 200);
+  EXPECT_NE(text.find("41"), std::string::npos) << text;
+  EXPECT_NE(text.find("4000000"), std::string::npos) << text;
+  EXPECT_LT(caf::deep_to_string(w).size(), 100u);
+  run_result r;
+  r.final_weights = w;
+  EXPECT_LT(caf::deep_to_string(r).size(), 1000u);
+}
+
+// Hand-built msgpack maps for unpack_weights; `skip` leaves a key out.
+template <class Names = std::vector<std::string>>
+std::vector<char> pack_map(const Names& names, const std::vector<std::vector<int64_t>>& shapes,
+                           size_t data_bytes, const std::string& skip = "", int64_t version = 3) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(&buf);
+  pk.pack_map(4 - (skip.empty() ? 0 : 1));
+  if (skip != "version") pk.pack(std::string("version")), pk.pack(version);
+  if (skip != "names") pk.pack(std::string("names")), pk.pack(names);
+  if (skip != "shapes") pk.pack(std::string("shapes")), pk.pack(shapes);
+  if (skip != "data") {
+    std::vector<char> data(data_bytes, 0);
+    pk.pack(std::string("data"));
+    pk.pack_bin(static_cast<uint32_t>(data_bytes));
+    pk.pack_bin_body(data.data(), static_cast<uint32_t>(data_bytes));
+  }
+  return std::vector<char>(buf.data(), buf.data() + buf.size());
+}
+
+template <class... Ts>
+std::vector<char> pack_values(const Ts&... xs) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(&buf);
+  (pk.pack(xs), ...);
+  return std::vector<char>(buf.data(), buf.data() + buf.size());
+}
+
+void expect_rejected(const std::vector<char>& bytes, const char* what) {
+  EXPECT_THROW(unpack_weights(bytes.data(), bytes.size()), std::runtime_error) << what;
+}
+
+TEST_F(Messages, UnpackWeightsRejectsCorruptInput) {
+  auto good = pack_map({"a", "b"}, {{2, 3}, {4}}, 40);
+  auto w = unpack_weights(good.data(), good.size());  // control: the hand-built map is valid
+  EXPECT_EQ(w.version, 3);
+  EXPECT_EQ(w.blob->data.size(), 10u);
+
+  auto full = pack_weights(weight_snapshot{9, make_blob()});
+  for (size_t n = 0; n < full.size(); ++n)
+    EXPECT_THROW(unpack_weights(full.data(), n), std::runtime_error) << "truncated to " << n;
+  expect_rejected(pack_values(std::vector<int>{1, 2, 3}), "an array");
+  expect_rejected(pack_values(42), "an integer");
+  expect_rejected(pack_map({"a", "b"}, {{2, 3}, {4}}, 36), "data one float short");
+  expect_rejected(pack_map({"a", "b"}, {{2, 3}, {4}}, 44), "data one float long");
+  expect_rejected(pack_map({"a", "b"}, {{2, 3}, {4}}, 41), "data not a multiple of 4");
+  expect_rejected(pack_map({"a", "b"}, {{10}}, 40), "names and shapes differ in count");
+  expect_rejected(pack_map({"a"}, {{-2, -2}}, 16), "negative dimensions with a positive product");
+  for (const char* key : {"names", "shapes", "data"})
+    expect_rejected(pack_map({"a"}, {{2}}, 8, key), key);
+  expect_rejected(pack_map({"a"}, {{2}}, 8, "", int64_t{1} << 40), "version out of int32 range");
+  expect_rejected(pack_map(7, {}, 0), "names not an array");
+  expect_rejected(pack_values(std::map<int, int>{{1, 2}}), "a key that is not a string");
+  expect_rejected(pack_values(std::map<std::string, std::vector<float>>{
+                      {"names", {}}, {"shapes", {}}, {"data", {1.0f}}}),
+                  "data as an array, not bin");
+}
+
+// Element counts must not wrap: 4 * (2^62 + 1) is 4 modulo 2^64.
+TEST_F(Messages, UnpackWeightsRejectsShapesWhoseSizeOverflows) {
+  expect_rejected(pack_map({"a"}, {{4, (int64_t{1} << 62) + 1}}, 16), "overflowing shape");
+}
+
+TEST_F(Messages, CorruptSnapshotIsADeserializationErrorNotAnException) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  ASSERT_FALSE(sink(int32_t{3}, pack_map({"a"}, {{3}}, 8)));  // data one float short
+  weight_snapshot y;
+  caf::binary_deserializer source{sys, buf};
+  caf::error err;
+  EXPECT_NO_THROW(err = source(y));
+  EXPECT_EQ(err, caf::sec::invalid_argument);
+  EXPECT_EQ(y.blob, nullptr);
+}
+
+}  // namespace
+}  // namespace asyncrl
