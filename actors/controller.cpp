@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/errors.hpp"
+
 #include <chrono>
 #include <deque>
 #include <fstream>
@@ -288,6 +290,7 @@ void spawn_roles(ctrl_ptr self) {
 controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args args) {
   auto& st = self->state;
   st.args = std::move(args);
+  install_exception_handler(self, "controller");
   for (auto& ex : st.args.train)
     st.prompts.push_back(encode_prompt(st.args.env->tokenizer, ex.question));
   st.reshuffle();

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/errors.hpp"
+
 #include <deque>
 #include <optional>
 
@@ -118,6 +120,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
   auto& st = self->state;
   st.args = std::move(args);
   st.adm = std::make_unique<admission_control>(st.args.env->plan.admission);
+  install_exception_handler(self, "message_queue");
   return {
       [self](credit_atom, int32_t worker, int64_t want) -> caf::result<int64_t> {
         auto& st = self->state;

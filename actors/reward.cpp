@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/errors.hpp"
+
 #include <map>
 
 #include "runtime/advantages.hpp"
@@ -82,6 +84,7 @@ void finish_group(reward_ptr self, uint64_t id) {
 reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
   auto& st = self->state;
   st.args = std::move(args);
+  install_exception_handler(self, "reward");
   auto& sys = self->system();
   for (int64_t i = 0; i < st.args.env->cfg.reward.num_workers; ++i) {
     st.workers.push_back(spawn_reward_worker(sys, st.args.env));

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 
+#include "actors/errors.hpp"
 #include "runtime/generator.hpp"
 #include "runtime/model.hpp"
 #include "runtime/weight_sync.hpp"
@@ -377,16 +378,8 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   go.eos_id = st.args.env->tokenizer.eos_id();
   st.gen = std::make_unique<generator>(st.model, go);
   st.gen->set_version(st.args.initial.version);
-  self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      spdlog::error("rollouter {}: {}", self->state.args.worker, e.what());
-      return caf::make_error(caf::sec::runtime_error, e.what());
-    } catch (...) {
-      return caf::make_error(caf::sec::runtime_error, "unknown exception");
-    }
-  });
+  install_exception_handler(self, "rollouter " + std::to_string(st.args.worker));
+
   return idle(self);
 }
 

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/errors.hpp"
+
 #include <chrono>
 #include <optional>
 
@@ -116,6 +118,7 @@ void start_sync(sync_ptr self, pending_publish job) {
 
 synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args) {
   self->state.args = std::move(args);
+  install_exception_handler(self, "synchronizer");
   return {
       [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
         auto& st = self->state;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 
+#include "actors/errors.hpp"
 #include "runtime/model_io.hpp"
 #include "runtime/policy_trainer.hpp"
 #include "runtime/weight_sync.hpp"
@@ -227,17 +228,8 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   ts.temperature = cfg.rollout.temperature > 0 ? cfg.rollout.temperature : 1.0;
   st.pt = std::make_unique<policy_trainer>(policy, ts);
   st.pt->set_version(st.args.initial.version);
-  self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    spdlog::error("trainer: {}", what);
-    return caf::make_error(caf::sec::runtime_error, "trainer: " + what);
-  });
+  install_exception_handler(self, "trainer");
+
   return {
       [self](start_atom) {
         self->state.step_start = clock::now();

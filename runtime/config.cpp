@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 namespace asyncrl {
@@ -206,6 +207,23 @@ void config_schema::load_yaml_text(const std::string& text, const std::string& n
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw config_error(name + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+  }
+  // `base: other.yaml` (relative to this file) loads another config first; this file's keys
+  // then override it. Lets each mode's config be a short overlay of configs/demo.yaml.
+  if (root.IsMap() && root["base"]) {
+    YAML::Node base = root["base"];
+    auto where = name + ":" + std::to_string(base.Mark().line + 1);
+    if (!base.IsScalar() || base.Scalar().empty())
+      throw config_error(where + ": key 'base': expected the path of another config file");
+    auto path = std::filesystem::path(name).parent_path() / base.Scalar();
+    if (std::find(loading_.begin(), loading_.end(), path.lexically_normal().string()) !=
+            loading_.end() ||
+        loading_.size() > 8)
+      throw config_error(where + ": key 'base': '" + base.Scalar() + "' includes itself");
+    loading_.push_back(std::filesystem::path(name).lexically_normal().string());
+    load_yaml_file(path.string());
+    loading_.pop_back();
+    root.remove("base");
   }
   walk(root, "", name, [&](const std::string& key, const YAML::Node& v, const std::string& where) {
     auto& e = lookup(key, where);

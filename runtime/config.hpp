@@ -42,7 +42,8 @@ class config_schema {
   void add_choice(const std::string& key, std::string* field, std::vector<std::string> choices,
                   const std::string& help);
 
-  /// Applies a YAML file: nested maps become dotted keys.
+  /// Applies a YAML file: nested maps become dotted keys. A top-level `base: FILE` (relative to
+  /// this file) is applied first, so a config can override another.
   void load_yaml_file(const std::string& path);
   /// Applies YAML text; `name` stands for the file in messages.
   void load_yaml_text(const std::string& text, const std::string& name);
@@ -72,6 +73,7 @@ class config_schema {
   entry& lookup(const std::string& key, const std::string& where);
 
   std::map<std::string, entry> entries_;
+  std::vector<std::string> loading_;  // files being loaded through `base:`, to catch cycles
 };
 
 /// Helper checks for the common cases.

@@ -22,7 +22,14 @@ coordinated_system::coordinated_system() {
   sys_ = std::make_unique<caf::actor_system>(cfg_);
 }
 
-coordinated_system::~coordinated_system() = default;
+coordinated_system::~coordinated_system() {
+  for (auto& a : tracked_)
+    caf::anon_send_exit(a, caf::exit_reason::kill);
+  tracked_.clear();
+  auto& s = sched();
+  while (s.try_run_once() || s.trigger_timeout()) {
+  }
+}
 
 caf::scheduler::test_coordinator& coordinated_system::sched() {
   return dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());

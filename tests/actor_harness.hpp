@@ -4,6 +4,8 @@
 // test's thread, in a deterministic order, and time only moves when the harness fires a
 // timeout. No sleeps, no wall-clock waits.
 
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
@@ -31,10 +33,18 @@ class coordinated_system {
   /// Runs jobs until `done()` holds; fires the next timeout whenever nothing is runnable.
   /// Returns false if everything went quiet without `done()` (a hang).
   bool run_until(const std::function<bool()>& done, int max_timeouts = 1000);
+  /// Remembers an actor so that the destructor can kill it: the actor system's destructor
+  /// waits for every actor, and a scripted fake never quits by itself.
+  template <class Handle>
+  Handle track(Handle h) {
+    tracked_.push_back(caf::actor_cast<caf::actor>(h));
+    return h;
+  }
 
  private:
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
+  std::vector<caf::actor> tracked_;
 };
 
 /// A small config for actor tests: a 2-layer model, 1-2 digit arithmetic, tiny batches, one

@@ -139,8 +139,37 @@ TEST(Config, DumpRoundTrips) {
   EXPECT_EQ(again->schema.dump_yaml(), lc->schema.dump_yaml());
 }
 
+TEST(Config, BaseFileIsAppliedFirstAndCyclesAreReported) {
+  test::temp_dir dir("cfg");
+  test::write_text(dir.file("base.yaml"), "sft:\n  lr: 0.5\n  steps: 7\n");
+  test::write_text(dir.file("child.yaml"), "base: base.yaml\nsft:\n  steps: 9\n");
+  auto lc = load_config(dir.file("child.yaml"), {});
+  EXPECT_DOUBLE_EQ(lc->cfg.sft.lr, 0.5);
+  EXPECT_EQ(lc->cfg.sft.steps, 9);
+  EXPECT_EQ(lc->schema.origin("sft.lr").where, dir.file("base.yaml") + ":2");
+  test::write_text(dir.file("a.yaml"), "base: b.yaml\n");
+  test::write_text(dir.file("b.yaml"), "base: a.yaml\n");
+  try {
+    load_config(dir.file("a.yaml"), {});
+    FAIL();
+  } catch (const config_error& e) {
+    EXPECT_TRUE(contains(e.what(), "includes itself")) << e.what();
+  }
+  // An error in the base file names the base file.
+  test::write_text(dir.file("bad.yaml"), "sft:\n  stepz: 1\n");
+  test::write_text(dir.file("uses_bad.yaml"), "base: bad.yaml\n");
+  try {
+    load_config(dir.file("uses_bad.yaml"), {});
+    FAIL();
+  } catch (const config_error& e) {
+    EXPECT_TRUE(contains(e.what(), "bad.yaml:2: unknown key 'sft.stepz'")) << e.what();
+  }
+}
+
 TEST(Config, ShippedConfigsLoad) {
-  for (auto name : {"demo.yaml"}) {
+  for (auto name : {"demo.yaml", "sync.yaml", "sync_decoupled.yaml", "periodic.yaml",
+                    "stream_off_policy.yaml", "fully_async_stale.yaml",
+                    "fully_async_partial.yaml"}) {
     auto path = std::string(ASYNCRL_SOURCE_DIR) + "/configs/" + name;
     EXPECT_NO_THROW(load_config(path, {})) << path;
   }

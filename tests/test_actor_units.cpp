@@ -1,0 +1,323 @@
+// Single roles against scripted fakes, under CAF's test coordinator: the synchronizer's
+// watchdog, the rollouter's state machine, the queue's credits and staleness drops.
+
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/message_queue.hpp"
+#include "actors/rollouter.hpp"
+#include "actors/synchronizer.hpp"
+#include "runtime/model.hpp"
+#include "runtime/weight_sync.hpp"
+#include "tests/actor_harness.hpp"
+
+using namespace asyncrl;
+
+namespace {
+
+// What the fakes saw.
+struct log_t {
+  std::vector<std::string> events;
+  std::vector<scored_group> groups;
+  std::vector<std::string> failures;
+  std::vector<prompt_task> regenerate;
+  std::vector<int32_t> synced;
+  int64_t credits_asked = 0;
+};
+using log_ptr = std::shared_ptr<log_t>;
+
+controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
+                                 std::vector<int32_t> prompt) {
+  return cs.track(cs.sys().spawn(
+      [log, prompt](controller_actor::pointer self) -> controller_actor::behavior_type {
+        auto next = std::make_shared<uint64_t>(0);
+        return {
+            [](run_atom) -> run_result { return {}; },
+            [next, prompt](prompts_atom, int64_t n) {
+              std::vector<prompt_task> out;
+              for (int64_t i = 0; i < n; ++i) {
+                prompt_task t;
+                t.group_id = (*next)++;
+                t.prompt = prompt;
+                t.ground_truth = "3";
+                out.push_back(t);
+              }
+              return out;
+            },
+            [log](regen_atom, prompt_task& t) { log->regenerate.push_back(t); },
+            [](progress_atom, rollout_progress&) {},
+            [](report_atom, step_report&) {},
+            [](done_atom) {},
+            [log](fail_atom, std::string& why) { log->failures.push_back(why); },
+        };
+      }));
+}
+
+// Grants every credit request, up to `budget` groups in total.
+queue_actor fake_queue(test::coordinated_system& cs, log_ptr log, int64_t budget) {
+  return cs.track(cs.sys().spawn([log, budget](queue_actor::pointer) -> queue_actor::behavior_type {
+    auto left = std::make_shared<int64_t>(budget);
+    return {
+        [log, left](credit_atom, int32_t, int64_t want) -> int64_t {
+          ++log->credits_asked;
+          auto n = std::min(want, *left);
+          *left -= n;
+          return n;
+        },
+        [](abandon_atom, int64_t) {},
+        [](put_atom, scored_group&) {},
+        [](pull_atom, int32_t, int64_t, int64_t) -> delivery { return {}; },
+        [log](synced_atom, int32_t v) { log->synced.push_back(v); },
+        [](stats_atom) -> queue_stats { return {}; },
+        [](stop_atom) -> queue_stats { return {}; },
+    };
+  }));
+}
+
+reward_actor fake_reward(test::coordinated_system& cs, log_ptr log) {
+  return cs.track(cs.sys().spawn([log](reward_actor::pointer self) -> reward_actor::behavior_type {
+    return {
+        [log](score_atom, scored_group& g) { log->groups.push_back(std::move(g)); },
+        [self](stop_atom) -> reward_counts {
+          self->quit();
+          return {};
+        },
+    };
+  }));
+}
+
+// A rollouter that pauses and loads as asked, or (`hang`) never answers the pause.
+rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::string name,
+                               bool hang) {
+  return cs.track(
+      cs.sys().spawn([=](rollouter_actor::pointer self) -> rollouter_actor::behavior_type {
+        auto held = std::make_shared<std::vector<caf::typed_response_promise<int64_t>>>();
+        return {
+            [](start_atom) {},
+            [](gen_atom) {},
+            [=](pause_atom) -> caf::result<int64_t> {
+              log->events.push_back(name + " pause");
+              if (hang) {
+                held->push_back(self->make_response_promise<int64_t>());
+                return held->back();
+              }
+              return int64_t{0};
+            },
+            [=](load_atom, weight_snapshot& w) -> int32_t {
+              log->events.push_back(name + " load v" + std::to_string(w.version));
+              return w.version;
+            },
+            [=](resume_atom) { log->events.push_back(name + " resume"); },
+            [self](stop_atom) -> rollout_counts {
+              self->quit();
+              return {};
+            },
+        };
+      }));
+}
+
+env_ptr tiny_env(const std::vector<std::string>& overrides) {
+  auto lc = test::tiny_run_config(overrides);
+  auto tok = char_tokenizer::builtin();
+  return make_env(
+      lc->cfg,
+      model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
+      tok, /*detached=*/false);
+}
+
+weight_snapshot tiny_weights(const env_ptr& env, int32_t version, uint64_t seed) {
+  auto m = init_causal_lm(env->model, 0.1, seed, torch::kCPU);
+  return snapshot_weights(*m, version);
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(SynchronizerUnit, PausesLoadsAndResumesEveryRollouterInOrder) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({});
+  auto a = fake_rollouter(cs, log, "a", false);
+  auto b = fake_rollouter(cs, log, "b", false);
+  auto sync = cs.track(spawn_synchronizer(
+      cs.sys(),
+      synchronizer_args{env, {a, b}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+  auto report = std::make_shared<std::optional<sync_report>>();
+  auto w = tiny_weights(env, 4, 1);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(sync, caf::infinite, publish_atom::value, w).then([=](sync_report& r) {
+      *report = r;
+    });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return report->has_value(); }, 0));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE((*report)->ok);
+  EXPECT_EQ((*report)->version, 4);
+  EXPECT_EQ((*report)->workers, 2);
+  EXPECT_EQ((*report)->bytes, w.blob->bytes());
+  // Every load comes after both pauses; every resume after both loads; the queue hears of v4.
+  auto& e = log->events;
+  ASSERT_EQ(e.size(), 6u);
+  EXPECT_TRUE(contains({e[0], e[1]}, "a pause") && contains({e[0], e[1]}, "b pause"));
+  EXPECT_TRUE(contains({e[2], e[3]}, "a load v4") && contains({e[2], e[3]}, "b load v4"));
+  EXPECT_TRUE(contains({e[4], e[5]}, "a resume") && contains({e[4], e[5]}, "b resume"));
+  EXPECT_EQ(log->synced, std::vector<int32_t>{4});
+  EXPECT_TRUE(log->failures.empty());
+}
+
+TEST(SynchronizerUnit, WatchdogFailsLoudlyAndStillResumes) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({"async_training.sync_timeout_ms=50"});
+  auto a = fake_rollouter(cs, log, "a", false);
+  auto stuck = fake_rollouter(cs, log, "stuck", true);
+  auto sync = cs.track(spawn_synchronizer(
+      cs.sys(),
+      synchronizer_args{env, {a, stuck}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+  auto report = std::make_shared<std::optional<sync_report>>();
+  auto w = tiny_weights(env, 2, 1);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(sync, caf::infinite, publish_atom::value, w).then([=](sync_report& r) {
+      *report = r;
+    });
+  });
+  // Nothing moves until the watchdog fires: without it the sync would wait forever.
+  cs.sched().run();
+  EXPECT_FALSE(report->has_value());
+  ASSERT_TRUE(cs.run_until([&] { return report->has_value(); }, 5));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_FALSE((*report)->ok);
+  EXPECT_NE((*report)->error.find("pause failed"), std::string::npos) << (*report)->error;
+  ASSERT_EQ(log->failures.size(), 1u);  // the controller is told, and fails the run
+  EXPECT_NE(log->failures[0].find("weight sync v2"), std::string::npos);
+  // Pause and resume stay paired even though the sync failed; nothing was loaded.
+  EXPECT_TRUE(contains(log->events, "a resume"));
+  EXPECT_TRUE(contains(log->events, "stuck resume"));
+  EXPECT_FALSE(contains(log->events, "a load v2"));
+  EXPECT_TRUE(log->synced.empty());
+}
+
+TEST(RollouterUnit, PartialRolloutIsInterruptedSyncedAndResumed) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=1",
+                       "async_training.partial_rollout=true", "rollout.max_new_tokens=20",
+                       "rollout.chunk_tokens=1", "rollout.max_batch=4"});
+  auto tok = char_tokenizer::builtin();
+  std::vector<int32_t> prompt{tok.bos_id()};
+  for (auto id : tok.encode("1+2=?\n"))
+    prompt.push_back(id);
+  auto r = cs.track(spawn_rollouter(
+      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 1),
+                               fake_reward(cs, log), fake_controller(cs, log, prompt)}));
+  auto& sched = cs.sched();
+  caf::anon_send(r, start_atom::value);
+  // Credit, prompts, then a few decode chunks: the group is mid-generation.
+  for (int i = 0; i < 12; ++i)
+    sched.try_run_once();
+  ASSERT_TRUE(log->groups.empty());
+
+  auto step = std::make_shared<std::vector<std::string>>();
+  auto w1 = tiny_weights(env, 1, 2);
+  // A load while generating is deferred (skip), not applied under the running requests...
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(r, caf::infinite, load_atom::value, w1).then([=](int32_t v) {
+      step->push_back("loaded v" + std::to_string(v));
+    });
+  });
+  for (int i = 0; i < 4; ++i)
+    sched.try_run_once();
+  ASSERT_TRUE(step->empty());
+  // ...until a pause has stopped generation at a token boundary.
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value)
+        .then([=](int64_t held) { step->push_back("paused with " + std::to_string(held)); });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return step->size() == 2; }, 0));
+  // The unfinished responses are held (a response that already hit EOS is not).
+  int64_t held = std::stoll(step->at(0).substr(std::string("paused with ").size()));
+  EXPECT_GE(held, 1);
+  EXPECT_EQ((*step)[1], "loaded v1");
+  cs.sched().run();
+  EXPECT_TRUE(log->groups.empty()) << "a paused rollouter must not generate";
+  caf::anon_send(r, resume_atom::value);
+  ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 1; }, 0));
+  const auto& g = log->groups[0];
+  ASSERT_EQ(g.samples.size(), 4u);
+  int64_t interrupted = 0;
+  for (auto& s : g.samples) {
+    ASSERT_FALSE(s.versions.empty());
+    EXPECT_EQ(s.versions.front(), 0);  // every response started under v0
+    EXPECT_TRUE(std::is_sorted(s.versions.begin(), s.versions.end()));
+    EXPECT_LE(s.response.size(), 20u);  // partial tokens counted against the limit
+    if (s.interruptions == 0) {
+      EXPECT_EQ(s.versions.back(), 0);  // finished before the pause
+      continue;
+    }
+    ++interrupted;
+    EXPECT_EQ(s.interruptions, 1);
+    EXPECT_EQ(s.versions.back(), 1);  // resumed under the new weights
+  }
+  EXPECT_EQ(interrupted, held);
+  caf::anon_send_exit(r, caf::exit_reason::kill);
+  cs.run_until([] { return false; }, 0);
+}
+
+TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  // fully_async with k R = 1, s = 3 (a window of 4 new groups), eta = 1 (B = 1).
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
+                       "async_training.max_staleness=1", "async_training.stale_policy=regenerate",
+                       "trainer.ppo_mini_batch_size=1"});
+  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1})}));
+  auto got = std::make_shared<std::vector<int64_t>>();
+  auto delivered = std::make_shared<std::optional<delivery>>();
+  auto group_at = [](uint64_t id, int32_t version) {
+    scored_group g;
+    g.group_id = id;
+    scored_sample s;
+    s.prompt = {1, 5};
+    s.response = {7};
+    s.logprobs = {-1.f};
+    s.versions = {version};
+    g.samples.push_back(s);
+    return g;
+  };
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{5})
+        .then([=](int64_t n) {
+          got->push_back(n);
+          // eta is spent: this request is held, not refused...
+          self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{5})
+              .then([=](int64_t m) { got->push_back(m); });
+          self->send(q, put_atom::value, group_at(0, 0));
+          self->send(q, put_atom::value, group_at(1, 1));
+          self->send(q, synced_atom::value, int32_t{1});
+          // ...a trainer at version 2 takes what is fresh enough: group 0 (v0) is 2 > eta old.
+          self->request(q, caf::infinite, pull_atom::value, int32_t{2}, int64_t{1}, int64_t{5})
+              .then([=](delivery& d) { *delivered = d; });
+        });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return got->size() == 2 && delivered->has_value(); }, 0));
+  // First grant: min(window 4, AReaL (eta + v + 1) B - (accepted + running) = (1 + 0 + 1) - 0).
+  EXPECT_EQ((*got)[0], 2);
+  // After the sync the 2 queued groups are carried (window budget 4 - 2 = 2). Once the trainer
+  // reports version 2, AReaL allows (1 + 2 + 1) - 1 = 3: the dropped group no longer counts as
+  // accepted, the delivered one does. So the window binds: 2.
+  EXPECT_EQ((*got)[1], 2);
+  auto& d = **delivered;
+  ASSERT_EQ(d.groups.size(), 1u);
+  EXPECT_EQ(d.groups[0].group_id, 1u);
+  EXPECT_EQ(d.stats.dropped_stale, 1);
+  EXPECT_EQ(d.stats.regenerated, 1);
+  EXPECT_EQ(d.stats.max_delivered_staleness, 1);
+  cs.sched().run();
+  ASSERT_EQ(log->regenerate.size(), 1u);  // the stale group's prompt goes back to the loader
+  EXPECT_EQ(log->regenerate[0].prompt, (std::vector<int32_t>{1, 5}));
+}
+
+}  // namespace
