@@ -195,7 +195,8 @@ void finish_run(ctrl_ptr self) {
 
 template <class Handle, class Result, class OnOk>
 void stop_role(ctrl_ptr self, const Handle& h, Result, OnOk next) {
-  self->request(h, std::chrono::seconds(60), stop_atom::value)
+  // High priority: a rollouter handles it before its next decode chunk.
+  self->request<caf::message_priority::high>(h, std::chrono::seconds(60), stop_atom::value)
       .then([next](Result& x) mutable { next(&x); },
             [self, next](const caf::error& e) mutable {
               spdlog::warn("run: a role did not answer stop: {}", self->system().render(e));
