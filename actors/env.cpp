@@ -16,9 +16,11 @@ env_ptr make_env(const run_config& cfg, const model_config& model, const char_to
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(cfg.rollout.num_workers);
   const bool colocated = cfg.async_training.mode == "sync" && cfg.async_training.colocate;
-  // Colocated: generation and training take turns, each on every core. Otherwise they run
-  // at the same time and split the cores: the trainer gets its share, the rollouters the rest.
-  int rollout = colocated ? cores : std::max(1, (cores - cores / (workers + 1)) / workers);
+  // Colocated: generation and training take turns, each on every core (the rollout workers
+  // share them). Otherwise they run at the same time and split the cores: the trainer gets its
+  // share, the rollouters the rest.
+  int rollout = colocated ? std::max(1, cores / workers)
+                          : std::max(1, (cores - cores / (workers + 1)) / workers);
   int trainer = colocated ? cores : std::max(1, cores / (workers + 1));
   env->rollout_threads = cfg.rollout.threads > 0 ? static_cast<int>(cfg.rollout.threads) : rollout;
   env->trainer_threads = cfg.trainer.threads > 0 ? static_cast<int>(cfg.trainer.threads) : trainer;

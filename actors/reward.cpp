@@ -148,8 +148,11 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
 }  // namespace
 
 reward_worker_actor spawn_reward_worker(caf::actor_system& sys, env_ptr env) {
-  // Detached in real runs: a user reward function that blocks must not stall the scheduler.
-  if (env->detached) return sys.spawn<caf::detached>(worker_fn, std::move(env));
+  // reward.detached_workers: a user reward function that blocks must not stall the scheduler,
+  // but the built-in rule-based reward takes microseconds and a thread per worker only
+  // competes with the compute roles for cores.
+  if (env->detached && env->cfg.reward.detached_workers)
+    return sys.spawn<caf::detached>(worker_fn, std::move(env));
   return sys.spawn(worker_fn, std::move(env));
 }
 

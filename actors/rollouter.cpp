@@ -10,6 +10,7 @@
 #include "runtime/generator.hpp"
 #include "runtime/model.hpp"
 #include "runtime/weight_sync.hpp"
+#include "runtime/workload.hpp"
 
 namespace asyncrl {
 
@@ -149,6 +150,11 @@ void add_group(self_ptr self, prompt_task task) {
     r.sampling.temperature = cfg.rollout.temperature;
     r.sampling.top_k = static_cast<int32_t>(cfg.rollout.top_k);
     r.sampling.top_p = cfg.rollout.top_p;
+    if (cfg.workload.lengths != "model") {  // benchmark workload: a forced length
+      r.max_new_tokens = workload_length(cfg.workload, static_cast<uint64_t>(cfg.runtime.seed),
+                                         task.group_id, static_cast<uint32_t>(k));
+      r.ignore_eos = true;
+    }
     submit(self, std::move(r));
   }
   st.groups.emplace(task.group_id, pending_group{std::move(task), {}});

@@ -36,6 +36,10 @@ struct trainer_state {
   trainer_args args;
   std::unique_ptr<policy_trainer> pt;
   std::deque<scored_group> buffer;
+  // Unaligned micro-batches: the step's groups stay here until the step ends, and responses
+  // wait in `pending` until a micro-batch is full.
+  std::deque<scored_group> step_groups;
+  std::vector<const scored_sample*> pending;
   int64_t step = 0, groups_in_step = 0, steps_in_sync = 0;
   step_acc acc;
   trainer_counts counts;
@@ -79,13 +83,24 @@ void consume(trainer_ptr self, const scored_group& g) {
     if (s.interruptions > 0) ++st.acc.partial;
   }
   const auto micro = static_cast<size_t>(st.args.env->cfg.trainer.micro_batch_size);
+  ++st.counts.trained;
+  if (!st.args.env->cfg.trainer.group_aligned_micro_batches) {
+    st.step_groups.push_back(g);
+    for (auto& s : st.step_groups.back().samples)
+      if (!s.response.empty()) st.pending.push_back(&s);
+    while (st.pending.size() >= micro) {
+      std::vector<const scored_sample*> mb(st.pending.begin(), st.pending.begin() + micro);
+      st.pending.erase(st.pending.begin(), st.pending.begin() + micro);
+      st.pt->accumulate(mb);
+    }
+    return;
+  }
   for (size_t i = 0; i < g.samples.size(); i += micro) {
     std::vector<const scored_sample*> mb;
     for (size_t j = i; j < std::min(g.samples.size(), i + micro); ++j)
       if (!g.samples[j].response.empty()) mb.push_back(&g.samples[j]);
     if (!mb.empty()) st.pt->accumulate(mb);
   }
-  ++st.counts.trained;
 }
 
 void publish(trainer_ptr self) {
@@ -108,6 +123,11 @@ void do_step(trainer_ptr self) {
   auto& st = self->state;
   const auto& plan = st.args.env->plan;
   update_stats u;
+  if (!st.pending.empty()) {  // the last, partly filled micro-batch of the step
+    st.pt->accumulate(st.pending);
+    st.pending.clear();
+  }
+  st.step_groups.clear();
   if (st.acc.response_tokens > 0) {
     u = st.pt->step();
   } else {

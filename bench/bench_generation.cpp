@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   const int64_t requests = std::stoll(bench::arg(argc, argv, "--requests", "64"));
   const int32_t new_tokens = std::stoi(bench::arg(argc, argv, "--new-tokens", "48"));
   const int reps = std::stoi(bench::arg(argc, argv, "--reps", "3"));
-  at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = std::stoi(
+      bench::arg(argc, argv, "--threads", std::to_string(std::thread::hardware_concurrency())));
+  at::set_num_threads(threads);
 
   run_config rc;  // the demo architecture's defaults
   auto tok = char_tokenizer::builtin();
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   double a = bench::median(kv), b = bench::median(full);
   nlohmann::ordered_json j{{"benchmark", "generation_kv_cache_vs_recompute"},
                            {"machine", bench::machine()},
+                           {"threads", threads},
                            {"model_parameters", cfg.num_parameters()},
                            {"requests", requests},
                            {"new_tokens", new_tokens},

@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   const int64_t B = std::stoll(bench::arg(argc, argv, "--batch", "64"));
   const int64_t T = std::stoll(bench::arg(argc, argv, "--seq", "40"));
   const int steps = std::stoi(bench::arg(argc, argv, "--steps", "20"));
-  at::set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = std::stoi(
+      bench::arg(argc, argv, "--threads", std::to_string(std::thread::hardware_concurrency())));
+  at::set_num_threads(threads);
 
   run_config rc;
   auto tok = char_tokenizer::builtin();
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
   double step_s = bench::median(per_step);
   nlohmann::ordered_json j{{"benchmark", "train_throughput"},
                            {"machine", bench::machine()},
+                           {"threads", threads},
                            {"model_parameters", cfg.num_parameters()},
                            {"batch", B},
                            {"seq_len", T},

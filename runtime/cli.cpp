@@ -11,6 +11,7 @@
 #include "runtime/progress.hpp"
 #include "runtime/run_config.hpp"
 #include "runtime/sft.hpp"
+#include "runtime/simulator.hpp"
 #include "runtime/task_data.hpp"
 #include "runtime/train_run.hpp"
 
@@ -61,6 +62,42 @@ int run_data(const config_args& a, const std::string& out_dir) {
   return 0;
 }
 
+int run_simulate_cmd(const config_args& a, bool per_step) {
+  auto lc = load_config(a.path, a.overrides);
+  auto p = sim_params_from(lc->cfg);
+  auto r = simulate(p);
+  nlohmann::ordered_json j{{"mode", p.plan.mode},
+                           {"rollout_devices", p.rollout_devices},
+                           {"train_devices", p.train_devices},
+                           {"colocated", p.colocated},
+                           {"steps", r.steps.size()},
+                           {"mean_step_s", r.mean_step_ms / 1000.0},
+                           {"total_s", r.total_ms / 1000.0},
+                           {"trainer_idle_ratio", r.trainer_idle_ratio},
+                           {"rollout_idle_ratio", r.rollout_idle_ratio},
+                           {"tokens_trained_per_s", r.tokens_per_s},
+                           {"groups_generated", r.groups_generated},
+                           {"groups_dropped", r.groups_dropped},
+                           {"syncs", r.syncs},
+                           {"interruptions", r.interruptions}};
+  if (per_step) {
+    auto steps = nlohmann::json::array();
+    for (auto& s : r.steps)
+      steps.push_back({{"step", s.step},
+                       {"end_s", s.end_ms / 1000.0},
+                       {"step_s", s.step_ms / 1000.0},
+                       {"trainer_idle_s", s.trainer_idle_ms / 1000.0},
+                       {"tokens", s.tokens},
+                       {"stale_samples", s.stale_samples},
+                       {"staleness_max", s.staleness_max},
+                       {"partial_samples", s.partial_samples},
+                       {"max_partial_span", s.max_partial_span}});
+    j["per_step"] = steps;
+  }
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
+
 int run_sft_cmd(const config_args& a) {
   auto lc = load_config(a.path, a.overrides);
   auto rep = run_sft(*lc);
@@ -79,12 +116,18 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "asyncrl 0.1.0");
 
-  config_args sft_args, train_args, data_args, config_cmd_args;
+  config_args sft_args, train_args, sim_args, data_args, config_cmd_args;
   auto* sft = app.add_subcommand("sft", "supervised warm-start on the task's worked answers");
   sft_args.attach(sft, true);
 
   auto* train = app.add_subcommand("train", "RL post-training on the actor runtime (the main job)");
   train_args.attach(train, true);
+
+  bool sim_steps = false;
+  auto* sim = app.add_subcommand(
+      "simulate", "discrete-event model of a run: the same scheduling rules, modelled costs");
+  sim_args.attach(sim, true);
+  sim->add_flag("--per-step", sim_steps, "also print every simulated step");
 
   eval_command ev;
   auto* eval = app.add_subcommand("eval", "accuracy: greedy pass@1, and mean@N with --samples");
@@ -134,6 +177,7 @@ int run_cli(int argc, char** argv) {
 
   try {
     if (sft->parsed()) return run_sft_cmd(sft_args);
+    if (sim->parsed()) return run_simulate_cmd(sim_args, sim_steps);
     if (train->parsed()) {
       auto lc = load_config(train_args.path, train_args.overrides);
       return run_train_command(*lc);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 
 #include "runtime/model.hpp"
@@ -120,10 +121,11 @@ struct generator::impl {
   void sample_into(const torch::Tensor& logits, const std::vector<size_t>& rows) {
     const auto n = static_cast<int64_t>(rows.size());
     std::vector<float> temp(n), top_p(n);
-    std::vector<int64_t> top_k(n);
+    std::vector<int64_t> top_k(n), no_eos;
     std::vector<double> uni(n);
     for (int64_t i = 0; i < n; ++i) {
       auto& s = active[rows[i]];
+      if (s.req.ignore_eos && opt.eos_id >= 0) no_eos.push_back(i);
       temp[i] = static_cast<float>(s.req.sampling.temperature);
       top_k[i] = s.req.sampling.top_k;
       top_p[i] = static_cast<float>(s.req.sampling.top_p);
@@ -132,7 +134,13 @@ struct generator::impl {
     sample_inputs in{torch::tensor(temp).to(device), torch::tensor(top_k).to(device),
                      torch::tensor(top_p).to(device),
                      torch::tensor(uni, torch::kDouble).to(device)};
-    auto out = sample_tokens(logits, in);
+    torch::Tensor masked = logits;
+    if (!no_eos.empty()) {
+      masked = logits.clone();
+      masked.index_put_({torch::tensor(no_eos, torch::kLong).to(device), opt.eos_id},
+                        -std::numeric_limits<float>::infinity());
+    }
+    auto out = sample_tokens(masked, in);
     auto toks = out.tokens.to(torch::kCPU);
     auto lps = out.logprobs.to(torch::kCPU);
     auto* tp = toks.data_ptr<int64_t>();

@@ -32,6 +32,9 @@ struct gen_request {
   int32_t max_new_tokens = 64;
   sampling_params sampling;
   int32_t interruptions = 0;  // how often this response was stopped and resumed
+  /// Benchmark workloads: EOS is masked out, so the response runs to exactly max_new_tokens.
+  /// Its log-probs are then those of the masked distribution.
+  bool ignore_eos = false;
 };
 
 enum class finish_reason : uint8_t { eos, length, interrupted, error };

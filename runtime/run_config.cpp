@@ -75,6 +75,8 @@ void run_config::bind(config_schema& s) {
         non_negative_int());
 
   s.add("reward.num_workers", &reward.num_workers, "reward worker pool size", positive_int());
+  s.add("reward.detached_workers", &reward.detached_workers,
+        "give each scoring worker its own thread (for reward functions that block)");
   s.add("reward.timeout_ms", &reward.timeout_ms, "per-response scoring timeout", positive_int());
   s.add("reward.inject_throw_every", &reward.inject_throw_every,
         "fault injection: every n-th response's scoring throws; 0 = off", non_negative_int());
@@ -104,6 +106,38 @@ void run_config::bind(config_schema& s) {
         "groups admitted and not yet trained; 0 = (1 + s) * k * R + 2 * R", non_negative_int());
   s.add("async_training.sync_timeout_ms", &at.sync_timeout_ms,
         "watchdog: a weight sync that takes longer fails the run", positive_int());
+
+  s.add_choice("workload.lengths", &workload.lengths, {"model", "fixed", "lognormal"},
+               "response lengths: the model's EOS, or forced from a distribution (benchmarks)");
+  s.add("workload.median", &workload.median, "fixed length, or the lognormal's median",
+        positive_int());
+  s.add("workload.sigma", &workload.sigma, "lognormal spread of log length (~1 = long tail)",
+        non_negative());
+  s.add("workload.min", &workload.min, "shortest forced response", positive_int());
+  s.add("workload.max", &workload.max, "longest forced response", positive_int());
+
+  auto& sm = simulate;
+  s.add("simulate.calibration", &sm.calibration,
+        "cost calibration JSON (bench/bench_calibrate); replaces the cost keys");
+  s.add("simulate.devices", &sm.devices,
+        "total devices; colocated sync uses all of them for each phase", non_negative_int());
+  s.add("simulate.rollout_devices", &sm.rollout_devices, "rollout devices", positive_int());
+  s.add("simulate.train_devices", &sm.train_devices, "trainer devices", positive_int());
+  s.add("simulate.decode_base_ms", &sm.decode_base_ms, "decode step, fixed part", non_negative());
+  s.add("simulate.decode_per_seq_ms", &sm.decode_per_seq_ms, "decode step, per active sequence",
+        non_negative());
+  s.add("simulate.prefill_per_token_ms", &sm.prefill_per_token_ms, "prefill per context token",
+        non_negative());
+  s.add("simulate.train_per_token_ms", &sm.train_per_token_ms,
+        "training per response token on one device", non_negative());
+  s.add("simulate.train_step_ms", &sm.train_step_ms, "per optimizer step", non_negative());
+  s.add("simulate.sync_ms", &sm.sync_ms, "loading new weights on the rollouters", non_negative());
+  s.add("simulate.reward_ms", &sm.reward_ms, "scoring a group", non_negative());
+  s.add("simulate.train_scaling", &sm.train_scaling,
+        "training speed-up on the train devices; 0 = ideal", non_negative());
+  s.add("simulate.prompt_tokens", &sm.prompt_tokens, "prompt length", positive_int());
+  s.add("simulate.warmup_steps", &sm.warmup_steps, "steps left out of the mean",
+        non_negative_int());
 
   s.add("eval.samples", &eval.samples, "samples per question; > 1 adds mean@N", positive_int());
   s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
@@ -137,6 +171,9 @@ void run_config::bind(config_schema& s) {
   auto& tr = trainer;
   s.add("trainer.micro_batch_size", &tr.micro_batch_size, "responses per forward/backward",
         positive_int());
+  s.add("trainer.group_aligned_micro_batches", &tr.group_aligned_micro_batches,
+        "a micro-batch holds one group's responses only, so arrival order cannot change a bit "
+        "of the update; false fills micro-batches across groups (faster, equal to ~1e-6)");
   s.add("trainer.ppo_mini_batch_size", &tr.ppo_mini_batch_size,
         "prompts (groups) per optimizer step; 0 = data.train_batch_size", non_negative_int());
   s.add("trainer.shared_prompt_attention", &tr.shared_prompt_attention,

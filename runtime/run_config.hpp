@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/config.hpp"
+#include "runtime/workload.hpp"
 
 namespace asyncrl {
 
@@ -77,6 +78,7 @@ struct rollout_section {
 struct reward_section {
   int64_t num_workers = 2;
   int64_t timeout_ms = 5000;       // per call; a timeout scores 0 and is counted
+  bool detached_workers = false;   // a thread per worker, for reward functions that block
   int64_t inject_throw_every = 0;  // fault injection: every n-th response (by uid) throws
   int64_t inject_hang_every = 0;   // fault injection: every n-th response never answers in time
 };
@@ -118,7 +120,8 @@ struct algorithm_section {
 
 /// The optimizer and how a batch is cut into micro-batches and mini-batches.
 struct trainer_section {
-  int64_t micro_batch_size = 32;    // responses per forward/backward
+  int64_t micro_batch_size = 32;            // responses per forward/backward
+  bool group_aligned_micro_batches = true;  // a micro-batch never mixes groups (bitwise Theorem 1)
   int64_t ppo_mini_batch_size = 0;  // prompts (groups) per optimizer step; 0 = the whole batch
   bool shared_prompt_attention = false;
   bool deterministic_accumulation = true;  // float64 gradient buffers
@@ -146,6 +149,24 @@ struct runtime_section {
   bool eval_after = true;   // train: evaluate the final model on the test split
 };
 
+/// `asyncrl simulate`: devices and per-device costs of the discrete-event model.
+struct simulate_section {
+  std::string calibration;  // JSON from bench/bench_calibrate; its costs replace the keys below
+  int64_t devices = 0;      // total; 0 = rollout_devices + train_devices
+  int64_t rollout_devices = 1;
+  int64_t train_devices = 1;
+  double decode_base_ms = 1.0;
+  double decode_per_seq_ms = 0.05;
+  double prefill_per_token_ms = 0.01;
+  double train_per_token_ms = 0.1;
+  double train_step_ms = 5.0;
+  double sync_ms = 1.0;
+  double reward_ms = 0.1;
+  double train_scaling = 0.0;  // 0 = ideal (train devices)
+  int64_t prompt_tokens = 12;
+  int64_t warmup_steps = 2;
+};
+
 /// Every key of the YAML config, grouped by section.
 struct run_config {
   model_section model;
@@ -157,6 +178,8 @@ struct run_config {
   trainer_section trainer;
   reward_section reward;
   async_section async_training;
+  workload_section workload;
+  simulate_section simulate;
   runtime_section runtime;
 
   /// Binds every field to its dotted key with help text and checks.

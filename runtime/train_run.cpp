@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -130,6 +131,11 @@ int run_train_command(const loaded_config& lc) {
   {
     caf::actor_system_config sys_cfg;
     register_message_types(sys_cfg);
+    // The compute roles have their own threads; the cooperative ones (controller, queue, reward,
+    // synchronizer) do little work, so one scheduler thread is enough and leaves the cores to
+    // the compute. Env var ASYNCRL_CAF_THREADS overrides it for experiments.
+    const char* caf_threads = std::getenv("ASYNCRL_CAF_THREADS");
+    sys_cfg.set("scheduler.max-threads", size_t(caf_threads ? std::atoi(caf_threads) : 1));
     caf::actor_system sys{sys_cfg};
     auto ctrl = spawn_controller(sys, ca);
     caf::scoped_actor self{sys};
