@@ -15,16 +15,21 @@ using namespace asyncrl;
 
 namespace {
 
-// Per device: decode 20 ms + 0.1 ms per active sequence (256 slots: ~5.6k tokens/s), training
-// 0.18 ms per token (~5.5k tokens/s), 0.5 s optimizer step, 2 s weight broadcast, 0.1 s reward.
+constexpr int64_t kSlots = 64;  // KV-cache slots per rollout device
+
+// Per device, roughly a 7B model on one H100: decode 20 ms + 0.1 ms per active sequence (64
+// slots: ~2.4k tokens/s), training 0.4 ms per token (~2.5k tokens/s: 8 x 7e9 FLOP per token
+// with activation recomputation at ~140 TFLOP/s), 0.5 s optimizer step, 1 s weight broadcast,
+// 0.1 s reward per group. With half the devices on each side, generation and training then take
+// about the same time: the balanced case.
 sim_costs cluster_costs() {
   sim_costs c;
   c.decode_base_ms = 20;
   c.decode_per_seq_ms = 0.1;
   c.prefill_per_token_ms = 0.01;
-  c.train_per_token_ms = 0.18;
+  c.train_per_token_ms = 0.4;
   c.train_step_ms = 500;
-  c.sync_ms = 2000;
+  c.sync_ms = 1000;
   c.reward_ms = 100;
   return c;
 }
@@ -37,17 +42,19 @@ struct setup {
   double s = 0;
   bool partial = false;
   bool long_tail = false;
-  int64_t steps = 8;
+  int64_t steps = 16;
+  int64_t prompts_per_device = 16;  // B = this x devices; waves = B x 8 / (rollout x kSlots)
 };
 
 double step_s(const setup& x) {
-  const int64_t B = 4 * x.devices;  // weak scaling: the same work per device at every size
+  const int64_t B =
+      x.prompts_per_device * x.devices;  // weak scaling: the same work per device at every size
   std::vector<std::string> o{
       "async_training.mode=" + x.mode,
       "async_training.colocate=" + std::string(x.colocated ? "true" : "false"),
       "data.train_batch_size=" + std::to_string(B),
       "rollout.n=8",
-      "rollout.max_batch=256",
+      "rollout.max_batch=" + std::to_string(kSlots),
       "rollout.max_new_tokens=4096",
       "rollout.chunk_tokens=4",
       "trainer.ppo_mini_batch_size=" + std::to_string(B / 4),
@@ -66,7 +73,7 @@ double step_s(const setup& x) {
   auto p = sim_params_from(lc->cfg);
   p.costs = cluster_costs();
   p.prompt_tokens = 256;
-  p.warmup_steps = 2;
+  p.warmup_steps = 4;  // one sync period: the pipeline fill is not a steady-state step
   p.colocated = x.colocated;
   p.rollout_devices = x.colocated ? x.devices : x.rollout;
   p.train_devices = x.colocated ? x.devices : x.devices - x.rollout;
@@ -80,11 +87,14 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes =
       quick ? std::vector<int64_t>{16, 64} : std::vector<int64_t>{16, 32, 64, 128};
 
-  nlohmann::ordered_json periodic = nlohmann::json::array();
-  for (auto d : sizes) {
+  // Periodic vs sync. Training starts at the first finished group, so the overlap grows with
+  // the number of generation waves per step (B x G / slots per rollout device): one wave and
+  // every group finishes at about the same time; many and they finish steadily.
+  auto periodic_row = [](int64_t d, int64_t ppd) {
     setup x;
     x.devices = d;
     x.rollout = d / 2;
+    x.prompts_per_device = ppd;
     x.mode = "sync";
     x.colocated = true;
     double colo = step_s(x);
@@ -92,19 +102,28 @@ int main(int argc, char** argv) {
     double dec = step_s(x);
     x.mode = "periodic";
     double per = step_s(x);
-    periodic.push_back({{"devices", d},
-                        {"colocated_sync_s", colo},
-                        {"decoupled_sync_s", dec},
-                        {"periodic_s", per},
-                        {"periodic_vs_decoupled_sync", dec / per},
-                        {"periodic_vs_colocated_sync", colo / per}});
-  }
+    return nlohmann::ordered_json{{"devices", d},
+                                  {"prompts_per_device", ppd},
+                                  {"waves", ppd * 8 / (kSlots / 2)},
+                                  {"colocated_sync_s", colo},
+                                  {"decoupled_sync_s", dec},
+                                  {"periodic_s", per},
+                                  {"periodic_vs_decoupled_sync", dec / per},
+                                  {"periodic_vs_colocated_sync", colo / per}};
+  };
+  nlohmann::ordered_json periodic = nlohmann::json::array();
+  for (auto d : sizes)
+    periodic.push_back(periodic_row(d, 32));
+  nlohmann::ordered_json waves = nlohmann::json::array();
+  for (int64_t ppd : quick ? std::vector<int64_t>{4, 16} : std::vector<int64_t>{4, 8, 16, 32, 64})
+    waves.push_back(periodic_row(quick ? 16 : 64, ppd));
 
   const int64_t D = quick ? 32 : 64;
   setup base;
   base.devices = D;
   base.rollout = D / 2;
   base.long_tail = true;
+  base.prompts_per_device = 4;  // one wave: the longest response holds up a sync step
   base.mode = "sync";
   base.colocated = true;
   const double colo = step_s(base);
@@ -165,12 +184,15 @@ int main(int argc, char** argv) {
         {"train_step_ms", c.train_step_ms},
         {"sync_ms", c.sync_ms},
         {"reward_ms", c.reward_ms},
-        {"slots", 256},
+        {"slots", kSlots},
         {"prompt_tokens", 256}}},
       {"workloads",
-       {{"balanced", "B = 4 x devices prompts x 8, lognormal lengths median 256, sigma 0.25"},
+       {{"balanced",
+         "B = 16 x devices prompts x 8 (periodic study: 32), 64 slots per device, lognormal "
+         "lengths median 256, sigma 0.25"},
         {"long_tail", "lognormal median 256, sigma 1.0, up to 4096 tokens"}}},
       {"periodic_balanced", periodic},
+      {"periodic_waves", waves},
       {"staleness_long_tail", {{"devices", D}, {"colocated_sync_s", colo}, {"runs", stale}}},
       {"split_recommendation", splits}};
   bench::emit(argc, argv, j);

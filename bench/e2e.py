@@ -4,7 +4,7 @@ seed and cores, on a balanced and a long-tail workload; repetitions interleave t
 machine noise hits them alike. For each run the simulator (`asyncrl simulate`, same config plus
 bench/results/calibration.json) predicts the step time, which validates it.
 
-    bench/e2e.py --model DIR [--out bench/results] [--steps 24] [--reps 3] [--quick]
+    bench/e2e.py --model DIR [--out bench/results] [--steps 20] [--reps 2] [--quick]
 
 Writes e2e.json (per workload and mode: step time, tokens trained per second per core, idle
 ratios, simulated step time; `speedup` over colocated sync), simulator_validation.json,
@@ -13,6 +13,7 @@ a3po_e2e.json (fully async step time with loglinear vs recompute prox).
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -96,24 +97,26 @@ def main():
     ap.add_argument("--model", required=True, help="warm-started model directory")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "asyncrl"))
-    ap.add_argument("--steps", type=int, default=24)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="12 steps, 1 repetition")
+    ap.add_argument("--reuse", default="", help="a previous run's temp dir: summarize its runs again")
     a = ap.parse_args()
     if a.quick:
         a.steps, a.reps = 12, 1
     os.makedirs(a.out, exist_ok=True)
     cores = os.cpu_count() or 1
     calibration = os.path.join(a.out, "calibration.json")
-    tmp = tempfile.mkdtemp(prefix="asyncrl-e2e-")
+    tmp = a.reuse or tempfile.mkdtemp(prefix="asyncrl-e2e-")
     runs = {}  # (workload, mode) -> list of (summary, rows)
 
     def train(workload, mode, extra, tag):
         cfg, mode_extra = MODES[mode]
         run_dir = os.path.join(tmp, f"{workload}-{mode}-{tag}")
-        run([a.bin, "train", "-c", os.path.join(ROOT, "configs", cfg), f"model.path={a.model}",
-             f"trainer.total_steps={a.steps}", f"runtime.run_dir={run_dir}"] + COMMON +
-            WORKLOADS[workload] + mode_extra + extra)
+        if not (a.reuse and os.path.exists(os.path.join(run_dir, "summary.json"))):
+            run([a.bin, "train", "-c", os.path.join(ROOT, "configs", cfg), f"model.path={a.model}",
+                 f"trainer.total_steps={a.steps}", f"runtime.run_dir={run_dir}"] + COMMON +
+                WORKLOADS[workload] + mode_extra + extra)
         rows = metrics(run_dir)
         return summarize_run(rows, cores), rows
 
@@ -136,7 +139,10 @@ def main():
 
     result = {"benchmark": "e2e", "machine": {"cores": cores}, "steps": a.steps, "reps": a.reps,
               "warmup_steps": WARMUP, "common_overrides": COMMON, "workloads": {}}
-    validation = {"benchmark": "simulator_validation", "calibration": calibration, "runs": []}
+    validation = {"benchmark": "simulator_validation", "calibration": calibration,
+                  "note": "balanced: the model's own lengths, simulated as lognormal(sigma 0.3) with "
+                          "the measured mean; long_tail: the same forced lengths in both",
+                  "runs": []}
     for workload, wl_over in WORKLOADS.items():
         modes = {}
         for mode in MODES:
@@ -147,8 +153,13 @@ def main():
             cfg, mode_extra = MODES[mode]
             sim_over = [f"trainer.total_steps={a.steps}", f"simulate.warmup_steps={WARMUP}",
                         f"simulate.calibration={calibration}", f"simulate.devices={cores}"]
-            if workload == "balanced":  # the model's lengths: simulated at their measured mean
-                sim_over += ["workload.lengths=fixed", f"workload.median={round(m['mean_response_tokens'])}"]
+            if workload == "balanced":
+                # The model decides its lengths (EOS); the run logs only their mean. Simulated as
+                # lognormal with that mean, sigma 0.3, capped at max_new_tokens: an
+                # approximation, stated in the result.
+                med = m["mean_response_tokens"] * math.exp(-0.3 ** 2 / 2)
+                sim_over += ["workload.lengths=lognormal", f"workload.median={round(med)}",
+                             "workload.sigma=0.3", "workload.min=1", "workload.max=48"]
             sim = json.loads(run([a.bin, "simulate", "-c", os.path.join(ROOT, "configs", cfg)] + COMMON +
                                  WORKLOADS[workload] + mode_extra + sim_over))
             m["simulated_step_s"] = sim["mean_step_s"]

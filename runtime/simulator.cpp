@@ -277,9 +277,9 @@ class model {
     // Train on one group.
     const uint64_t id = buffer_.front();
     buffer_.pop_front();
-    double tokens = 0;
+    double tokens = 0;  // padded response tokens the trainer computes for this group
     for (auto& s : groups_[id].samples) {
-      tokens += s.tokens;
+      tokens += padded_tokens(s.tokens);
       step_acc_.tokens += s.tokens;
       ++step_acc_.samples;
       if (s.first_version < version_) ++step_acc_.stale_samples;
@@ -289,12 +289,30 @@ class model {
           std::max(step_acc_.max_partial_span, s.last_version - s.first_version);
     }
     groups_.erase(id);
+    if (p_.micro_batch > 0 && p_.group_aligned) tokens += flush_micro();
+    if (in_step_ + 1 == plan.groups_per_step) tokens += flush_micro();  // last, partly filled
     const double speed =
         p_.costs.train_scaling > 0 ? p_.costs.train_scaling : double(p_.train_devices);
     double cost = tokens * p_.costs.train_per_token_ms / speed;
     if (++in_step_ == plan.groups_per_step) cost += p_.costs.train_step_ms;
     trainer_busy_ = true;
     push(now_ + cost, ev::train_done, 0);
+  }
+
+  // Adds one response to the open micro-batch; returns the padded tokens of the micro-batch
+  // it completes (count x longest response), else 0.
+  double padded_tokens(int64_t len) {
+    if (p_.micro_batch <= 0) return double(len);
+    mb_lens_.push_back(len);
+    return int64_t(mb_lens_.size()) >= p_.micro_batch ? flush_micro() : 0.0;
+  }
+
+  double flush_micro() {
+    if (mb_lens_.empty()) return 0.0;
+    const auto longest = *std::max_element(mb_lens_.begin(), mb_lens_.end());
+    const double padded = double(longest) * double(mb_lens_.size());
+    mb_lens_.clear();
+    return padded;
   }
 
   void on_train_done() {
@@ -412,6 +430,7 @@ class model {
   uint64_t next_group_ = 0;
   std::deque<size_t> credit_fifo_;
   std::deque<uint64_t> queue_, buffer_;
+  std::vector<int64_t> mb_lens_;  // response lengths in the trainer's open micro-batch
   bool trainer_busy_ = false;
   int32_t version_ = 0;
   int64_t step_ = 0, in_step_ = 0, in_sync_ = 0;
@@ -449,6 +468,8 @@ sim_params sim_params_from(const run_config& cfg) {
   p.workload = cfg.workload;
   p.slots = cfg.rollout.max_batch;
   p.chunk_tokens = cfg.rollout.chunk_tokens;
+  p.micro_batch = cfg.trainer.micro_batch_size;
+  p.group_aligned = cfg.trainer.group_aligned_micro_batches;
   p.seed = static_cast<uint64_t>(cfg.runtime.seed);
   const auto& s = cfg.simulate;
   p.prompt_tokens = s.prompt_tokens;

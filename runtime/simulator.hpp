@@ -40,6 +40,10 @@ struct sim_params {
   int64_t slots = 128;     // KV-cache slots per rollout device
   int64_t prompt_tokens = 12;
   int64_t chunk_tokens = 4;  // control messages are seen between chunks
+  // The trainer's micro-batches pad every response to the longest in the micro-batch, so a
+  // long tail costs padded tokens. 0: no padding (cost per generated token).
+  int64_t micro_batch = 0;
+  bool group_aligned = true;  // micro-batches never span groups (trainer.group_aligned_...)
   uint64_t seed = 1;
   int64_t warmup_steps = 2;          // excluded from the mean step time
   int32_t max_steps_per_event = 16;  // decode steps a device may advance in one event

@@ -40,6 +40,7 @@ bool coordinated_system::run_until(const std::function<bool()>& done, int max_ti
   int fired = 0;
   while (!done()) {
     if (s.try_run_once()) {
+      ++resumed_;
       // The coordinator resumes one message at a time but puts a still-busy actor back at the
       // front. Rotating it to the back gives every actor a turn per round, as threads would:
       // a rollouter's self-sent decode chunks interleave with everybody else's messages.
@@ -118,6 +119,7 @@ run_outcome run_coordinated(const run_config& cfg) {
                 });
     });
     out.finished = cs.run_until([&] { return result->has_value(); });
+    out.messages = cs.resumed();
     if (out.finished) {
       out.result = std::move(**result);
       cs.run_until([] { return false; }, 0);  // let every role finish quitting

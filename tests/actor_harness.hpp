@@ -9,6 +9,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +37,8 @@ class coordinated_system {
   bool run_until(const std::function<bool()>& done, int max_timeouts = 1000);
   /// Remembers an actor so that the destructor can kill it: the actor system's destructor
   /// waits for every actor, and a scripted fake never quits by itself.
+  /// Jobs resumed so far: the coordinator resumes one message per job, so this counts messages.
+  uint64_t resumed() const { return resumed_; }
   template <class Handle>
   Handle track(Handle h) {
     tracked_.push_back(caf::actor_cast<caf::actor>(h));
@@ -45,6 +49,7 @@ class coordinated_system {
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   std::vector<caf::actor> tracked_;
+  uint64_t resumed_ = 0;
 };
 
 /// A small config for actor tests: a 2-layer model, 1-2 digit arithmetic, tiny batches, one
@@ -56,6 +61,7 @@ struct run_outcome {
   run_result result;
   std::vector<std::string> metrics;  // metrics.jsonl lines
   bool finished = false;             // false: the run hung
+  uint64_t messages = 0;             // messages the actors handled, all of them
 };
 
 /// Runs the actor part of a training run on a fresh coordinated system.

@@ -115,3 +115,34 @@ TEST(Simulator, PeriodicOverlapsWhenGroupsFinishAtDifferentTimes) {
 }
 
 }  // namespace
+
+TEST(Simulator, TrainerPaysForPaddingToTheLongestResponseInAMicroBatch) {
+  // One step of 2 groups x 2 responses with long-tailed lengths; only training costs
+  // (1 ms per padded token). Busy time = step time - trainer idle time.
+  std::vector<std::string> o{"async_training.mode=sync",   "async_training.colocate=false",
+                             "trainer.total_steps=1",      "simulate.warmup_steps=0",
+                             "workload.lengths=lognormal", "workload.median=8",
+                             "workload.sigma=1",           "workload.max=64",
+                             "rollout.max_new_tokens=64",  "simulate.train_per_token_ms=1",
+                             "simulate.train_step_ms=0",   "trainer.micro_batch_size=4"};
+  workload_section w;
+  w.lengths = "lognormal";
+  w.median = 8;
+  w.sigma = 1;
+  w.max = 64;
+  int32_t len[2][2];
+  for (uint32_t g = 0; g < 2; ++g)
+    for (uint32_t k = 0; k < 2; ++k)
+      len[g][k] = workload_length(w, 1, g, k);
+  const double g0 = std::max(len[0][0], len[0][1]), g1 = std::max(len[1][0], len[1][1]);
+  auto busy = [](const sim_result& r) { return r.steps[0].step_ms - r.steps[0].trainer_idle_ms; };
+  // Across groups: one micro-batch of 4, padded to the longest of all four.
+  o.push_back("trainer.group_aligned_micro_batches=false");
+  auto spanning = simulate(small(o));
+  EXPECT_NEAR(busy(spanning), 4 * std::max(g0, g1), 1e-9);
+  // Group-aligned: one micro-batch per group, each padded to its own longest.
+  o.back() = "trainer.group_aligned_micro_batches=true";
+  auto aligned = simulate(small(o));
+  EXPECT_NEAR(busy(aligned), 2 * g0 + 2 * g1, 1e-9);
+  ASSERT_NE(g0, g1);  // so that the two expectations differ
+}
