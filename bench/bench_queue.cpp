@@ -13,6 +13,7 @@
 
 #include "actors/message_queue.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/fake_controller.hpp"
 #include "messages/type_ids.hpp"
 
 using namespace asyncrl;
@@ -40,20 +41,6 @@ scored_group make_group(int G, int prompt, int response) {
     g.samples.push_back(std::move(s));
   }
   return g;
-}
-
-controller_actor fake_controller(caf::actor_system& sys) {
-  return sys.spawn([](controller_actor::pointer) -> controller_actor::behavior_type {
-    return {
-        [](run_atom) -> run_result { return {}; },
-        [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
-        [](regen_atom, prompt_task&) {},
-        [](progress_atom, rollout_progress&) {},
-        [](report_atom, step_report&) {},
-        [](done_atom) {},
-        [](fail_atom, std::string&) {},
-    };
-  });
 }
 
 // Asks for credits and puts that many copies of `tmpl` until `n` groups are out.
@@ -100,7 +87,7 @@ struct actor_result {
 // trainer do in a run; otherwise all three share the scheduler.
 actor_result run_actors(caf::actor_system& sys, const env_ptr& env, const scored_group& tmpl,
                         int64_t n, bool detached) {
-  auto ctrl = fake_controller(sys);
+  auto ctrl = bench::fake_controller(sys);
   auto q = spawn_message_queue(sys, queue_args{env, ctrl});
   auto shared = std::make_shared<const scored_group>(tmpl);
   auto producer_fn = [=](caf::event_based_actor* self) -> caf::behavior {

@@ -15,6 +15,7 @@
 
 #include "actors/synchronizer.hpp"
 #include "bench/bench_util.hpp"
+#include "bench/fake_controller.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/model.hpp"
 #include "runtime/weight_sync.hpp"
@@ -22,20 +23,6 @@
 using namespace asyncrl;
 
 namespace {
-
-controller_actor fake_controller(caf::actor_system& sys) {
-  return sys.spawn([](controller_actor::pointer) -> controller_actor::behavior_type {
-    return {
-        [](run_atom) -> run_result { return {}; },
-        [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
-        [](regen_atom, prompt_task&) {},
-        [](progress_atom, rollout_progress&) {},
-        [](report_atom, step_report&) {},
-        [](done_atom) {},
-        [](fail_atom, std::string& why) { std::cerr << "sync failed: " << why << "\n"; },
-    };
-  });
-}
 
 queue_actor fake_queue(caf::actor_system& sys) {
   return sys.spawn([](queue_actor::pointer) -> queue_actor::behavior_type {
@@ -124,7 +111,7 @@ int main(int argc, char** argv) {
     std::vector<rollouter_actor> rs;
     for (int i = 0; i < R; ++i)
       rs.push_back(fake_rollouter(sys, mcfg));
-    auto ctrl = fake_controller(sys);
+    auto ctrl = bench::fake_controller(sys);
     auto q = fake_queue(sys);
     auto sync = spawn_synchronizer(sys, synchronizer_args{env, rs, q, ctrl});
 

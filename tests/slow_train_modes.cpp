@@ -23,7 +23,8 @@ class TrainModes : public ::testing::TestWithParam<const char*> {};
 TEST_P(TrainModes, RunsToTheEndAndAccountsForEveryGroup) {
   asyncrl::test::temp_dir dir("train");
   std::string config = std::string(ASYNCRL_SOURCE_DIR) + "/configs/" + GetParam() + ".yaml";
-  std::string extra = std::string(GetParam()) == "stream_off_policy" ? " trainer.ppo_mini_batch_size=2" : "";
+  std::string extra =
+      std::string(GetParam()) == "stream_off_policy" ? " trainer.ppo_mini_batch_size=2" : "";
   std::string cmd = std::string(ASYNCRL_CLI) + " train -c " + config + kTiny + extra +
                     " runtime.run_dir=" + dir.path().string() + " 2>&1";
   std::string out;
@@ -31,9 +32,9 @@ TEST_P(TrainModes, RunsToTheEndAndAccountsForEveryGroup) {
   auto s = nlohmann::json::parse(asyncrl::test::read_text(dir.file("summary.json")));
   EXPECT_TRUE(s["ok"].get<bool>());
   EXPECT_EQ(s["steps"], 4);
-  EXPECT_EQ(s["groups_generated"].get<int64_t>(),
-            s["groups_trained"].get<int64_t>() + s["groups_dropped"].get<int64_t>() +
-                s["groups_in_flight"].get<int64_t>())
+  EXPECT_EQ(s["groups_generated"].get<int64_t>(), s["groups_trained"].get<int64_t>() +
+                                                      s["groups_dropped"].get<int64_t>() +
+                                                      s["groups_in_flight"].get<int64_t>())
       << s.dump(2);
   EXPECT_EQ(s["reward"]["received"], s["groups_generated"]);
   EXPECT_EQ(s["params_sha256"].get<std::string>().size(), 64u);
@@ -44,12 +45,31 @@ TEST_P(TrainModes, RunsToTheEndAndAccountsForEveryGroup) {
   int lines = 0;
   for (std::string line; std::getline(metrics, line); ++lines) {
     auto m = nlohmann::json::parse(line);
-    for (auto key : {"step", "policy_version", "wall_time_s", "reward_mean", "accuracy",
-                     "tokens_generated", "tokens_trained", "tpspd", "trainer_idle_ratio",
-                     "rollouter_idle_ratio", "stale_samples", "staleness_max", "partial_ratio",
-                     "max_partial_span", "dropped_groups", "kl", "entropy", "clip_frac",
-                     "imp_weight_max", "imp_weight_min", "loss", "grad_norm", "prox_time_ms",
-                     "sync_time_ms", "params_checksum"})
+    for (auto key : {"step",
+                     "policy_version",
+                     "wall_time_s",
+                     "reward_mean",
+                     "accuracy",
+                     "tokens_generated",
+                     "tokens_trained",
+                     "tpspd",
+                     "trainer_idle_ratio",
+                     "rollouter_idle_ratio",
+                     "stale_samples",
+                     "staleness_max",
+                     "partial_ratio",
+                     "max_partial_span",
+                     "dropped_groups",
+                     "kl",
+                     "entropy",
+                     "clip_frac",
+                     "imp_weight_max",
+                     "imp_weight_min",
+                     "loss",
+                     "grad_norm",
+                     "prox_time_ms",
+                     "sync_time_ms",
+                     "params_checksum"})
       EXPECT_TRUE(m.contains(key)) << key;
   }
   EXPECT_EQ(lines, 4);

@@ -167,9 +167,9 @@ TEST(Config, BaseFileIsAppliedFirstAndCyclesAreReported) {
 }
 
 TEST(Config, ShippedConfigsLoad) {
-  for (auto name : {"demo.yaml", "sync.yaml", "sync_decoupled.yaml", "periodic.yaml",
-                    "stream_off_policy.yaml", "fully_async_stale.yaml",
-                    "fully_async_partial.yaml"}) {
+  for (auto name :
+       {"demo.yaml", "sync.yaml", "sync_decoupled.yaml", "periodic.yaml", "stream_off_policy.yaml",
+        "fully_async_stale.yaml", "fully_async_partial.yaml"}) {
     auto path = std::string(ASYNCRL_SOURCE_DIR) + "/configs/" + name;
     EXPECT_NO_THROW(load_config(path, {})) << path;
   }

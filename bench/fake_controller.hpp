@@ -1,0 +1,29 @@
+#pragma once
+
+// A controller that answers every message of the controller interface with nothing, for the
+// benchmarks that drive one role (queue, synchronizer) without a whole run. Failures are
+// printed: a benchmark should never see one.
+
+#include <caf/all.hpp>
+
+#include <iostream>
+
+#include "messages/interfaces.hpp"
+
+namespace asyncrl::bench {
+
+inline controller_actor fake_controller(caf::actor_system& sys) {
+  return sys.spawn([](controller_actor::pointer) -> controller_actor::behavior_type {
+    return {
+        [](run_atom) -> run_result { return {}; },
+        [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
+        [](regen_atom, prompt_task&) {},
+        [](progress_atom, rollout_progress&) {},
+        [](report_atom, step_report&) {},
+        [](done_atom) {},
+        [](fail_atom, std::string& why) { std::cerr << "run failed: " << why << "\n"; },
+    };
+  });
+}
+
+}  // namespace asyncrl::bench
