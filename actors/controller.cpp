@@ -65,7 +65,12 @@ std::string metrics_line(const step_report& r, double wall, int64_t tokens_gener
       {"queue_depth", r.queue.depth},
       {"admitted_in_window", r.queue.admitted_in_window},
       {"window_budget", r.queue.window_budget},
-      {"published_version", r.queue.published_version}};
+      {"published_version", r.queue.published_version},
+      {"prox_version", r.prox_version},
+      {"out_of_order_groups", r.out_of_order_groups},
+      {"clip_frac_lower", r.clip_frac_lower},
+      {"eval_time_s", r.eval_time_s}};
+  if (r.eval_accuracy >= 0) j["eval_accuracy"] = r.eval_accuracy;
   // JSON has no NaN: a non-finite value (a skipped step's grad norm) becomes null.
   for (auto& [k, v] : j.items())
     if (v.is_number_float() && !std::isfinite(v.get<double>())) v = nullptr;
@@ -97,6 +102,11 @@ struct controller_state {
   bool shutting_down = false;
   run_result result;
   clock::time_point t0 = clock::now();
+  std::optional<clock::time_point> first_dispatch;
+  clock::time_point last_step = clock::now();  // the progress watchdog's reference
+  int64_t last_step_no = 0;
+  int64_t watchdog_seen_step = -1;
+  int watchdog_quiet_ticks = 0;
 
   std::map<int32_t, rollout_progress> progress;
   double prev_wall = 0;
@@ -157,6 +167,10 @@ void write_report(ctrl_ptr self, const step_report& r) {
   st.prev_dropped = r.queue.dropped_stale;
   st.result.tokens_trained += r.tokens_trained;
   st.result.steps = r.step;
+  st.last_step = clock::now();
+  st.last_step_no = r.step;
+  if (st.first_dispatch)
+    st.result.train_time_s = std::chrono::duration<double>(st.last_step - *st.first_dispatch).count();
   if (st.metrics) *st.metrics << line << "\n" << std::flush;
   if (st.bar)
     st.bar->update(r.step,
@@ -168,8 +182,9 @@ void write_report(ctrl_ptr self, const step_report& r) {
                     {"queue", static_cast<double>(r.queue.depth)}});
 }
 
-// Shutdown: rollouters, then Reward, queue, trainer and synchronizer, each asked after the
-// previous one answered, so every group sent before a stop has been received by the next role.
+// Shutdown: the synchronizer (so that no sync starts against stopping rollouters), the
+// rollouters, then Reward, queue and trainer, following the flow of groups; each is asked after
+// the previous one answered, with the number of groups sent to it (see stop_role).
 void shutdown(ctrl_ptr self, std::string failure);
 
 void finish_run(ctrl_ptr self) {
@@ -193,16 +208,23 @@ void finish_run(ctrl_ptr self) {
   self->quit();
 }
 
-template <class Handle, class Result, class OnOk>
-void stop_role(ctrl_ptr self, const Handle& h, Result, OnOk next) {
-  // High priority: a rollouter handles it before its next decode chunk.
-  self->request<caf::message_priority::high>(h, std::chrono::seconds(60), stop_atom::value)
+// Asks one role to stop and hands its final counts (nullptr if it did not answer) to `next`.
+// Rollouters get the stop at high priority, so that it is handled before the next decode
+// chunk. The roles downstream of them get it at normal priority *and* with the number of
+// groups sent to them: each answers only once all of those have arrived, so a group still in a
+// mailbox at shutdown is counted, never lost.
+template <caf::message_priority Prio, class Handle, class Result, class OnOk, class... Ts>
+void stop_role(ctrl_ptr self, const Handle& h, Result, OnOk next, Ts... xs) {
+  self->request<Prio>(h, std::chrono::seconds(60), stop_atom::value, xs...)
       .then([next](Result& x) mutable { next(&x); },
             [self, next](const caf::error& e) mutable {
               spdlog::warn("run: a role did not answer stop: {}", self->system().render(e));
               next(nullptr);
             });
 }
+
+constexpr auto high = caf::message_priority::high;
+constexpr auto normal = caf::message_priority::normal;
 
 void shutdown(ctrl_ptr self, std::string failure) {
   auto& st = self->state;
@@ -215,32 +237,44 @@ void shutdown(ctrl_ptr self, std::string failure) {
   }
   // The synchronizer goes first, so that no sync starts against stopping rollouters; the
   // rest follow the flow of groups.
-  auto step5 = [self] {
-    stop_role(self, self->state.trainer, trainer_counts{}, [self](trainer_counts* c) {
-      if (c) self->state.result.trainer = *c;
-      finish_run(self);
-    });
+  auto step5 = [self](int64_t delivered) {
+    stop_role<normal>(
+        self, self->state.trainer, trainer_counts{},
+        [self](trainer_counts* c) {
+          if (c) self->state.result.trainer = *c;
+          finish_run(self);
+        },
+        delivered);
   };
-  auto step4 = [self, step5] {
+  auto step4 = [self, step5](int64_t delivered) {
     self->request(self->state.trainer, std::chrono::seconds(60), final_atom::value)
         .then(
-            [self, step5](weight_snapshot& w) {
+            [self, step5, delivered](weight_snapshot& w) {
               self->state.result.final_weights = std::move(w);
-              step5();
+              step5(delivered);
             },
-            [step5](const caf::error&) { step5(); });
+            [step5, delivered](const caf::error&) { step5(delivered); });
   };
-  auto step3 = [self, step4] {
-    stop_role(self, self->state.queue, queue_stats{}, [self, step4](queue_stats* q) {
-      if (q) self->state.result.queue = *q;
-      step4();
-    });
+  auto step3 = [self, step4](int64_t forwarded) {
+    stop_role<normal>(
+        self, self->state.queue, queue_stats{},
+        [self, step4](queue_stats* q) {
+          if (q) self->state.result.queue = *q;
+          step4(q ? q->delivered : 0);
+        },
+        forwarded);
   };
   auto step2 = [self, step3] {
-    stop_role(self, self->state.reward, reward_counts{}, [self, step3](reward_counts* c) {
-      if (c) self->state.result.reward = *c;
-      step3();
-    });
+    int64_t sent = 0;
+    for (auto& c : self->state.result.rollouters)
+      sent += c.groups_completed;
+    stop_role<normal>(
+        self, self->state.reward, reward_counts{},
+        [self, step3](reward_counts* c) {
+          if (c) self->state.result.reward = *c;
+          step3(c ? c->forwarded : 0);
+        },
+        sent);
   };
   auto step1 = [self, step2] {
     auto& st = self->state;
@@ -250,15 +284,72 @@ void shutdown(ctrl_ptr self, std::string failure) {
       return;
     }
     for (auto& r : st.rollouters)
-      stop_role(self, r, rollout_counts{}, [self, remaining, step2](rollout_counts* c) {
+      stop_role<high>(self, r, rollout_counts{}, [self, remaining, step2](rollout_counts* c) {
         if (c) self->state.result.rollouters.push_back(*c);
         if (--*remaining == 0) step2();
       });
   };
-  stop_role(self, st.sync, int64_t{}, [self, step1](int64_t* n) {
+  stop_role<high>(self, st.sync, int64_t{}, [self, step1](int64_t* n) {
     if (n) self->state.result.syncs = *n;
     step1();
   });
+}
+
+// The progress watchdog: ticks every quarter of runtime.progress_timeout_s (on the actor clock,
+// so it is deterministic under the test coordinator) and fails the run after four ticks in a row
+// without a completed optimizer step, naming what each role waits on.
+void arm_watchdog(ctrl_ptr self) {
+  const double timeout = self->state.args.env->cfg.runtime.progress_timeout_s;
+  if (timeout <= 0) return;
+  const auto tick = std::chrono::milliseconds(std::max<int64_t>(1, std::llround(timeout * 250)));
+  self->delayed_send(self, tick, watchdog_atom::value);
+}
+
+std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
+  auto& st = self->state;
+  std::string s;
+  if (!q) {
+    s = "the message_queue did not answer";
+  } else if (q->pull_waiting_min > 0) {
+    s = "the trainer waits on the message_queue for " + std::to_string(q->pull_waiting_min) +
+        " group(s); the queue holds " + std::to_string(q->depth) + ", " +
+        std::to_string(q->running) + " are being generated or scored";
+    if (q->credit_requests_waiting > 0)
+      s += ", and " + std::to_string(q->credit_requests_waiting) +
+           " rollouter credit request(s) wait on the admission rule '" +
+           (q->admission_limit.empty() ? std::string("worker share") : q->admission_limit) +
+           "' (window budget " + std::to_string(q->window_budget) + ", admitted " +
+           std::to_string(q->admitted_in_window) + ", carried " + std::to_string(q->carried) +
+           ", dropped as stale so far " + std::to_string(q->dropped_stale) + ")";
+  } else {
+    s = "the trainer is not waiting on the message_queue (it is computing, or blocked on "
+        "something else); queue depth " + std::to_string(q->depth);
+  }
+  for (auto& [w, p] : st.progress)
+    s += "; rollouter " + std::to_string(w) + " is " + p.state + " at weight version " +
+         std::to_string(p.version);
+  return s;
+}
+
+void on_watchdog(ctrl_ptr self) {
+  auto& st = self->state;
+  if (st.shutting_down) return;
+  if (st.last_step_no != st.watchdog_seen_step) {
+    st.watchdog_seen_step = st.last_step_no;
+    st.watchdog_quiet_ticks = 0;
+  } else if (++st.watchdog_quiet_ticks >= 4) {
+    const auto timeout = st.args.env->cfg.runtime.progress_timeout_s;
+    auto head = "no optimizer step completed for " + std::to_string(timeout) +
+                " s (runtime.progress_timeout_s; last step " + std::to_string(st.last_step_no) +
+                "): ";
+    self->request(st.queue, std::chrono::seconds(5), stats_atom::value)
+        .then([self, head](queue_stats& q) { shutdown(self, head + describe_wait(self, &q)); },
+              [self, head](const caf::error&) {
+                shutdown(self, head + describe_wait(self, nullptr));
+              });
+    return;
+  }
+  arm_watchdog(self);
 }
 
 void spawn_roles(ctrl_ptr self) {
@@ -272,7 +363,8 @@ void spawn_roles(ctrl_ptr self) {
     st.rollouters.push_back(
         spawn_rollouter(sys, rollouter_args{w, env, st.args.initial, st.queue, st.reward, me}));
   st.sync = spawn_synchronizer(sys, synchronizer_args{env, st.rollouters, st.queue, me});
-  st.trainer = spawn_trainer(sys, trainer_args{env, st.args.initial, st.queue, st.sync, me});
+  st.trainer =
+      spawn_trainer(sys, trainer_args{env, st.args.initial, st.queue, st.sync, me, st.args.test});
   // Linked: a child that fails takes the run down through the exit handler below, and a
   // controller that is killed takes its children with it, so no orphan keeps the actor
   // system from shutting down.
@@ -318,13 +410,20 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         for (auto& r : st.rollouters)
           self->send(r, start_atom::value);
         self->send(st.trainer, start_atom::value);
+        arm_watchdog(self);
         return st.done;
       },
-      [self](prompts_atom, int64_t n) -> std::vector<prompt_task> {
+      [self](prompts_atom, int64_t n, int32_t version) -> std::vector<prompt_task> {
+        auto& st = self->state;
         std::vector<prompt_task> out;
-        if (self->state.shutting_down) return out;
+        if (st.shutting_down) return out;
+        if (!st.first_dispatch) st.first_dispatch = clock::now();
+        auto& by_version = st.result.dispatched_by_version;
+        if (version >= 0 && static_cast<size_t>(version) >= by_version.size())
+          by_version.resize(static_cast<size_t>(version) + 1, 0);
+        if (version >= 0) by_version[static_cast<size_t>(version)] += n;
         for (int64_t i = 0; i < n; ++i)
-          out.push_back(self->state.next_prompt());
+          out.push_back(st.next_prompt());
         return out;
       },
       [self](regen_atom, prompt_task& t) { self->state.retry.push_back(std::move(t)); },
@@ -332,6 +431,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
       [self](report_atom, step_report& r) { write_report(self, r); },
       [self](done_atom) { shutdown(self, ""); },
       [self](fail_atom, std::string& why) { shutdown(self, why); },
+      [self](watchdog_atom) { on_watchdog(self); },
   };
 }
 

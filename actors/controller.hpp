@@ -21,6 +21,7 @@ struct controller_args {
   env_ptr env;
   weight_snapshot initial;        // version 0 for every role
   std::vector<qa_example> train;  // the training split
+  std::vector<qa_example> test;   // eval.every_steps evaluates on it
   std::string run_dir;            // metrics.jsonl goes here; empty = no files
   bool show_progress = true;
 };

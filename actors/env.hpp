@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "runtime/model_config.hpp"
+#include "runtime/reward.hpp"
 #include "runtime/run_config.hpp"
 #include "runtime/schedule.hpp"
 #include "runtime/tokenizer.hpp"
@@ -17,6 +18,7 @@ struct actor_env {
   schedule_plan plan;
   model_config model;
   char_tokenizer tokenizer;
+  reward_function reward_fn = reward_function::math;  // reward.function, parsed once
   /// Compute roles get their own threads (caf::detached). False under CAF's test coordinator,
   /// which runs every actor deterministically in the test's thread.
   bool detached = true;

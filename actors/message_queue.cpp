@@ -5,7 +5,9 @@
 
 #include "actors/errors.hpp"
 
+#include <cmath>
 #include <deque>
+#include <map>
 #include <optional>
 
 #include "runtime/admission.hpp"
@@ -34,7 +36,29 @@ struct queue_state {
   std::deque<credit_request> credits;
   std::optional<pull_request> pull;
   queue_stats counters;
+  std::map<int32_t, int64_t> running_by_worker;  // admitted, not yet put or abandoned
   bool stopped = false;
+  // A stop waits until every group the Reward forwarded has arrived (a put sent before the
+  // stop must not be lost to it); then it answers with the final counts.
+  int64_t stop_expected = -1;
+  std::optional<caf::typed_response_promise<queue_stats>> stop_promise;
+
+  /// Each worker's share of a window: the budget split evenly, so that one rollouter cannot
+  /// take the whole window while the others wait.
+  int64_t worker_share() const {
+    const auto& p = adm->params();
+    const auto full = static_cast<int64_t>(std::floor((1.0 + p.staleness_threshold) * p.window + 1e-9));
+    const auto workers = std::max<int64_t>(1, args.env->cfg.rollout.num_workers);
+    return std::max<int64_t>(1, (full + workers - 1) / workers);
+  }
+
+  /// Grants up to `want` groups to `worker` within its share and the admission rules.
+  int64_t grant(int32_t worker, int64_t want) {
+    auto& mine = running_by_worker[worker];
+    const auto n = adm->grant(std::min(want, worker_share() - mine));
+    mine += n;
+    return n;
+  }
 
   queue_stats stats() const {
     auto s = counters;
@@ -44,6 +68,9 @@ struct queue_state {
     s.window_budget = adm->window_budget();
     s.carried = adm->carried();
     s.capacity = adm->params().capacity;
+    s.credit_requests_waiting = static_cast<int64_t>(credits.size());
+    s.pull_waiting_min = pull ? pull->min : 0;
+    s.admission_limit = adm->last_limit();
     return s;
   }
 };
@@ -58,16 +85,28 @@ int32_t oldest_version(const scored_group& g) {
   return v == INT32_MAX ? 0 : v;
 }
 
-// Answers held credit requests in arrival order while the rules allow.
+// Answers held credit requests in arrival order while the rules allow; a worker whose share
+// is spent does not block the requests of the others behind it.
 void serve_credits(queue_ptr self) {
   auto& st = self->state;
-  while (!st.credits.empty()) {
-    auto& c = st.credits.front();
-    auto n = st.adm->grant(c.want);
-    if (n <= 0) return;
-    c.promise.deliver(n);
-    st.credits.pop_front();
+  for (auto it = st.credits.begin(); it != st.credits.end();) {
+    auto n = st.grant(it->worker, it->want);
+    if (n <= 0) {
+      if (st.adm->last_limit() != "") return;  // the window, eta or capacity: nobody gets more
+      ++it;                                    // only this worker's share is spent
+      continue;
+    }
+    it->promise.deliver(n);
+    it = st.credits.erase(it);
   }
+}
+
+void finish_stop(queue_ptr self) {
+  auto& st = self->state;
+  if (!st.stop_promise || st.counters.received < st.stop_expected) return;
+  st.stop_promise->deliver(st.stats());
+  st.stop_promise.reset();
+  self->quit();
 }
 
 // Drops groups over eta, then hands the trainer what it asked for once at least `min` wait.
@@ -126,15 +165,14 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         auto& st = self->state;
         if (st.stopped) return int64_t{0};
         // Earlier requests go first, so a busy worker cannot starve the others.
-        if (st.credits.empty()) {
-          auto n = st.adm->grant(want);
-          if (n > 0) return n;
-        }
-        st.credits.push_back({worker, want, self->make_response_promise<int64_t>()});
-        return st.credits.back().promise;
+        auto promise = self->make_response_promise<int64_t>();
+        st.credits.push_back({worker, want, promise});
+        serve_credits(self);
+        return promise;
       },
-      [self](abandon_atom, int64_t n) {
+      [self](abandon_atom, int32_t worker, int64_t n) {
         auto& st = self->state;
+        st.running_by_worker[worker] -= n;
         for (int64_t i = 0; i < n; ++i)
           st.adm->on_abandoned();
         st.counters.abandoned += n;
@@ -144,8 +182,10 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         auto& st = self->state;
         st.adm->on_put();
         ++st.counters.received;
+        if (g.worker >= 0) --st.running_by_worker[g.worker];
         st.queue.push_back(std::move(g));
         serve_pull(self);
+        finish_stop(self);
       },
       [self](pull_atom, int32_t version, int64_t min, int64_t max) -> caf::result<delivery> {
         auto& st = self->state;
@@ -167,7 +207,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         serve_credits(self);
       },
       [self](stats_atom) -> queue_stats { return self->state.stats(); },
-      [self](stop_atom) -> queue_stats {
+      [self](stop_atom, int64_t expected_puts) -> caf::result<queue_stats> {
         auto& st = self->state;
         st.stopped = true;
         for (auto& c : st.credits)
@@ -177,9 +217,11 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
           st.pull->promise.deliver(delivery{{}, st.stats()});
           st.pull.reset();
         }
-        auto s = st.stats();
-        self->quit();
-        return s;
+        st.stop_expected = expected_puts;
+        st.stop_promise = self->make_response_promise<queue_stats>();
+        auto promise = *st.stop_promise;
+        finish_stop(self);
+        return promise;
       },
   };
 }

@@ -6,6 +6,7 @@
 #include "actors/errors.hpp"
 
 #include <map>
+#include <optional>
 
 #include "runtime/advantages.hpp"
 #include "runtime/reward.hpp"
@@ -35,7 +36,7 @@ reward_worker_actor::behavior_type worker_fn(
             self->state.hung.push_back(self->make_response_promise<double>());
             return self->state.hung.back();
           }
-          return score_response(text, truth);
+          return score_with(env->reward_fn, r.prefix, text, truth);
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, e.what());
         }
@@ -60,9 +61,25 @@ struct reward_state {
   std::vector<int64_t> load;  // outstanding calls per worker
   std::map<uint64_t, pending_group> pending;
   reward_counts counts;
+  // A stop waits until every group the rollouters sent has arrived (a score message sent
+  // before the stop must not be lost to it), then answers with the final counts.
+  int64_t stop_expected = -1;
+  int64_t late = 0;  // groups that arrived after the stop: in flight, never scored
+  std::optional<caf::typed_response_promise<reward_counts>> stop_promise;
 };
 
 using reward_ptr = reward_actor::stateful_pointer<reward_state>;
+
+void finish_stop(reward_ptr self) {
+  auto& st = self->state;
+  if (!st.stop_promise || st.counts.received < st.stop_expected) return;
+  st.counts.in_progress = static_cast<int64_t>(st.pending.size()) + st.late;
+  for (auto& w : st.workers)
+    caf::anon_send(w, stop_atom::value);
+  st.stop_promise->deliver(st.counts);
+  st.stop_promise.reset();
+  self->quit();
+}
 
 bool is_timeout(const caf::error& e) {
   return e.category() == caf::atom("system") &&
@@ -94,6 +111,11 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
       [self](score_atom, scored_group& g) {
         auto& st = self->state;
         ++st.counts.received;
+        if (st.stop_promise) {  // arrived after the stop: counted, never scored
+          ++st.late;
+          finish_stop(self);
+          return;
+        }
         const auto id = g.group_id;
         const auto timeout = std::chrono::milliseconds(st.args.env->cfg.reward.timeout_ms);
         std::vector<std::string> texts;
@@ -134,13 +156,13 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
                   });
         }
       },
-      [self](stop_atom) -> reward_counts {
+      [self](stop_atom, int64_t expected_groups) -> caf::result<reward_counts> {
         auto& st = self->state;
-        st.counts.in_progress = static_cast<int64_t>(st.pending.size());
-        for (auto& w : st.workers)
-          caf::anon_send(w, stop_atom::value);
-        self->quit();
-        return st.counts;
+        st.stop_expected = expected_groups;
+        st.stop_promise = self->make_response_promise<reward_counts>();
+        auto promise = *st.stop_promise;
+        finish_stop(self);
+        return promise;
       },
   };
 }

@@ -34,6 +34,10 @@ struct rollouter_state {
   std::string state = "idle";
   bool credit_pending = false;
   bool draining = false;
+  // Pauses not yet matched by a resume. The synchronizer pairs every pause with a resume, but
+  // a resume of one sync and the pause of the next can arrive in either order; generation
+  // continues only once every pause has been answered by its resume.
+  int32_t pauses = 0;
   bool stopping = false;
   caf::typed_response_promise<int64_t> drain_promise;
   int64_t completed = 0, tokens = 0, interruptions = 0, chunks = 0;
@@ -98,6 +102,7 @@ void collect(self_ptr self, std::vector<gen_result>& results) {
     g.group_id = pg.task.group_id;
     g.prompt_index = pg.task.prompt_index;
     g.ground_truth = pg.task.ground_truth;
+    g.worker = st.args.worker;
     std::sort(pg.done.begin(), pg.done.end(), [](const gen_result& a, const gen_result& b) {
       return a.request.sample_index < b.request.sample_index;
     });
@@ -123,7 +128,9 @@ void collect(self_ptr self, std::vector<gen_result>& results) {
 
 void submit(self_ptr self, gen_request r) {
   auto& st = self->state;
-  if (st.paused() || st.state == "resuming")
+  // During a drain nothing new starts (as in verl): only the responses in flight finish under
+  // the old weights; the rest waits for the resume.
+  if (st.paused() || st.state == "resuming" || st.draining)
     st.held.push_back(std::move(r));
   else
     st.gen->submit(std::move(r));
@@ -179,17 +186,19 @@ void request_work(self_ptr self) {
           [self, on_error](int64_t granted) {
             auto& st = self->state;
             if (granted <= 0 || st.stopping) {
-              if (granted > 0) self->send(st.args.queue, abandon_atom::value, granted);
+              if (granted > 0)
+                self->send(st.args.queue, abandon_atom::value, st.args.worker, granted);
               st.credit_pending = false;
               return;
             }
-            self->request(st.args.controller, caf::infinite, prompts_atom::value, granted)
+            self->request(st.args.controller, caf::infinite, prompts_atom::value, granted,
+                          st.gen->version())
                 .then(
                     [self, granted](std::vector<prompt_task>& tasks) {
                       auto& st = self->state;
                       st.credit_pending = false;
                       if (static_cast<int64_t>(tasks.size()) < granted)
-                        self->send(st.args.queue, abandon_atom::value,
+                        self->send(st.args.queue, abandon_atom::value, st.args.worker,
                                    granted - static_cast<int64_t>(tasks.size()));
                       for (auto& t : tasks)
                         add_group(self, std::move(t));
@@ -238,7 +247,8 @@ rollout_counts finish(self_ptr self) {
   c.groups_unfinished = static_cast<int64_t>(st.groups.size());
   c.tokens_generated = st.tokens;
   c.interruptions = st.interruptions;
-  if (c.groups_unfinished > 0) self->send(st.args.queue, abandon_atom::value, c.groups_unfinished);
+  if (c.groups_unfinished > 0)
+    self->send(st.args.queue, abandon_atom::value, st.args.worker, c.groups_unfinished);
   st.groups.clear();
   st.held.clear();
   self->quit();
@@ -268,7 +278,20 @@ auto on_load(self_ptr self) {
 
 auto already_paused(self_ptr self) {
   return [self](pause_atom) -> caf::result<int64_t> {
+    ++self->state.pauses;
     return static_cast<int64_t>(self->state.held.size());
+  };
+}
+
+// A resume while paused: continue (under whatever weights are loaded; none if the sync's load
+// failed) once every pause has had its resume.
+auto resume_when_paused(self_ptr self) {
+  return [self](resume_atom) {
+    auto& st = self->state;
+    if (st.pauses > 0) --st.pauses;
+    if (st.pauses > 0) return;
+    enter(self, "resuming", resuming(self));
+    self->send(self, gen_atom::value);
   };
 }
 
@@ -277,6 +300,7 @@ rollouter_actor::behavior_type idle(self_ptr self) {
       [self](start_atom) { request_work(self); },
       [](gen_atom) {},
       [self](pause_atom) -> caf::result<int64_t> {
+        ++self->state.pauses;
         enter(self, "interrupted", interrupted(self));
         return int64_t{0};
       },
@@ -293,6 +317,7 @@ rollouter_actor::behavior_type generating(self_ptr self) {
       [self](pause_atom) -> caf::result<int64_t> {
         auto& st = self->state;
         if (st.draining) return caf::skip;  // answered once the drain completes
+        ++st.pauses;
         if (st.args.env->plan.partial_rollout) {
           // Stop at this token boundary; keep the partial responses for the resume.
           for (auto& r : st.gen->interrupt()) {
@@ -317,8 +342,7 @@ rollouter_actor::behavior_type generating(self_ptr self) {
 rollouter_actor::behavior_type interrupted(self_ptr self) {
   return {
       [](start_atom) {},    [](gen_atom) {},  // a chunk queued before the pause: nothing to do now
-      already_paused(self), on_load(self),   [](resume_atom) {},  // nothing loaded yet: stay paused
-      on_stop(self),
+      already_paused(self), on_load(self), resume_when_paused(self), on_stop(self),
   };
 }
 
@@ -328,10 +352,7 @@ rollouter_actor::behavior_type syncing(self_ptr self) {
       [](gen_atom) {},
       already_paused(self),
       on_load(self),
-      [self](resume_atom) {
-        enter(self, "resuming", resuming(self));
-        self->send(self, gen_atom::value);
-      },
+      resume_when_paused(self),
       on_stop(self),
   };
 }
@@ -355,6 +376,7 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         run_chunk(self);
       },
       [self](pause_atom) -> caf::result<int64_t> {
+        ++self->state.pauses;
         enter(self, "interrupted", interrupted(self));
         return static_cast<int64_t>(self->state.held.size());
       },

@@ -41,8 +41,10 @@ struct sync_run {
 
 void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const std::string& why) {
   auto& st = self->state;
+  // Always paired with the pause, and sent at the pause's priority: a resume at normal priority
+  // could be overtaken by the next sync's pause (the rollouter also counts pauses, see there).
   for (auto& r : st.args.rollouters)
-    self->send(r, resume_atom::value);  // always paired
+    self->send<caf::message_priority::high>(r, resume_atom::value);
   sync_report rep;
   rep.version = run->job.weights.version;
   rep.time_ms = std::chrono::duration<double, std::milli>(clock::now() - run->t0).count();
@@ -94,7 +96,12 @@ void start_sync(sync_ptr self, pending_publish job) {
   st.busy = true;
   auto run = std::make_shared<sync_run>();
   run->job = std::move(job);
-  const auto timeout = std::chrono::milliseconds(st.args.env->cfg.async_training.sync_timeout_ms);
+  // With partial rollout a pause stops at the next token boundary, so the load watchdog bounds
+  // it. Without, a pause drains the responses in flight: a long but healthy drain gets its own,
+  // larger bound.
+  const auto& at = st.args.env->cfg.async_training;
+  const bool drains = !st.args.env->plan.partial_rollout;
+  const auto timeout = std::chrono::milliseconds(drains ? at.drain_timeout_ms : at.sync_timeout_ms);
   if (st.args.rollouters.empty()) {
     self->send(st.args.queue, synced_atom::value, run->job.weights.version);
     finish(self, run, true, "");
@@ -107,12 +114,15 @@ void start_sync(sync_ptr self, pending_publish job) {
               if (run->failed) return;
               if (++run->replies == self->state.args.rollouters.size()) load_all(self, run);
             },
-            [self, run](const caf::error& e) {
+            [self, run, drains](const caf::error& e) {
               if (run->failed) return;
               run->failed = true;
               finish(self, run, false,
                      "weight sync v" + std::to_string(run->job.weights.version) +
-                         ": pause failed: " + self->system().render(e));
+                         (drains ? ": pause failed (the drain of the responses in flight "
+                                   "exceeded async_training.drain_timeout_ms): "
+                                 : ": pause failed: ") +
+                         self->system().render(e));
             });
 }
 
@@ -127,6 +137,8 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
           if (st.next) {  // superseded before it started
             sync_report skipped;
             skipped.version = st.next->weights.version;
+            skipped.ok = false;  // nothing was loaded: not a success, and not a failure of the run
+            skipped.superseded = true;
             skipped.error = "superseded by v" + std::to_string(w.version);
             st.next->promise.deliver(skipped);
           }

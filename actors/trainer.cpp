@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 
 #include "actors/errors.hpp"
+#include "runtime/evaluate.hpp"
 #include "runtime/model_io.hpp"
 #include "runtime/policy_trainer.hpp"
 #include "runtime/weight_sync.hpp"
@@ -29,6 +31,8 @@ struct step_acc {
   int64_t filtered = 0, groups = 0;
   int64_t response_tokens = 0;  // of non-filtered groups: 0 means nothing to train on
   double idle_ms = 0;
+  int64_t out_of_order = 0;  // groups consumed after a group with a larger id
+  uint64_t last_group = 0;
 };
 
 struct trainer_state {
@@ -41,6 +45,13 @@ struct trainer_state {
   std::deque<scored_group> step_groups;
   std::vector<const scored_sample*> pending;
   int64_t step = 0, groups_in_step = 0, steps_in_sync = 0;
+  int32_t prox_version = 0;    // the weights in the old/proximal model
+  int64_t delivered = 0;       // groups received from the queue, all of them
+  double eval_time_s = 0;      // spent in eval.every_steps evaluations
+  CausalLM eval_model{nullptr};  // float32 copy of the policy for those evaluations
+  // A stop waits for every group the queue delivered (see the interface).
+  int64_t stop_expected = -1;
+  std::optional<caf::typed_response_promise<trainer_counts>> stop_promise;
   step_acc acc;
   trainer_counts counts;
   queue_stats last_queue;
@@ -54,12 +65,53 @@ using trainer_ptr = trainer_actor::stateful_pointer<trainer_state>;
 
 void pull_next(trainer_ptr self);
 
+void finish_stop(trainer_ptr self) {
+  auto& st = self->state;
+  if (!st.stop_promise || st.delivered < st.stop_expected) return;
+  auto c = st.counts;
+  c.held = static_cast<int64_t>(st.buffer.size());
+  // Groups consumed into a step that never ran are neither trained nor dropped.
+  c.held += st.groups_in_step;
+  c.trained -= std::min<int64_t>(c.trained, st.groups_in_step - st.acc.filtered);
+  c.filtered -= st.acc.filtered;
+  c.version = st.pt->version();
+  st.stop_promise->deliver(c);
+  st.stop_promise.reset();
+  self->quit();
+}
+
+// Greedy accuracy of the current policy on the test split (eval.every_steps).
+double evaluate_now(trainer_ptr self) {
+  auto& st = self->state;
+  const auto& cfg = st.args.env->cfg;
+  if (!st.eval_model) {
+    st.eval_model = CausalLM(st.args.env->model);
+    st.eval_model->to(torch::Device(cfg.runtime.device));
+    st.eval_model->eval();
+  }
+  load_snapshot(*st.eval_model, snapshot_weights(*st.pt->policy(), st.pt->version()),
+                /*alias=*/false);
+  eval_options eo;
+  eo.max_new_tokens = cfg.eval.max_new_tokens;
+  eo.batch = cfg.eval.batch;
+  eo.seed = static_cast<uint64_t>(cfg.runtime.seed);
+  return evaluate(st.eval_model.ptr(), st.args.env->tokenizer, st.args.test, eo).pass1;
+}
+
 // Streams one group into the current step: one micro-batch per chunk of the group.
 void consume(trainer_ptr self, const scored_group& g) {
   auto& st = self->state;
   const auto& plan = st.args.env->plan;
-  if (st.groups_in_step == 0 && (plan.old_per_step || st.steps_in_sync == 0))
-    st.pt->begin_batch();  // old <- policy: the weights that generated this batch
+  // old <- policy: in the on-policy modes at a sync (the weights that generated the batch); in
+  // fully_async at the start of each local update (AReaL's proximal policy).
+  const bool update_start = plan.old_per_step ? st.step % plan.steps_per_update == 0
+                                              : st.steps_in_sync == 0;
+  if (st.groups_in_step == 0 && update_start) {
+    st.pt->begin_batch();
+    st.prox_version = st.pt->version();
+  }
+  if (st.groups_in_step > 0 && g.group_id < st.acc.last_group) ++st.acc.out_of_order;
+  st.acc.last_group = g.group_id;
   ++st.counts.received;
   ++st.groups_in_step;
   ++st.acc.groups;
@@ -169,6 +221,16 @@ void do_step(trainer_ptr self) {
   r.sync_bytes = st.last_sync_bytes;
   r.params_checksum = params_checksum(*st.pt->policy());
   r.queue = st.last_queue;
+  r.prox_version = st.prox_version;
+  r.out_of_order_groups = st.acc.out_of_order;
+  const auto every = st.args.env->cfg.eval.every_steps;
+  if (every > 0 && !st.args.test.empty() &&
+      (st.step % every == 0 || st.step >= plan.total_steps)) {
+    auto t0 = clock::now();
+    r.eval_accuracy = evaluate_now(self);
+    st.eval_time_s += ms_between(t0, clock::now()) / 1e3;
+  }
+  r.eval_time_s = st.eval_time_s;
   self->send(st.args.controller, report_atom::value, r);
   st.acc = step_acc{};
   st.step_start = now;
@@ -184,10 +246,20 @@ void do_step(trainer_ptr self) {
   }
 }
 
+// fully_async with require_batches > 1: a local update starts only once all of its
+// mini-batches are here (verl gathers them before the update's first optimizer step).
+bool gathering(trainer_ptr self) {
+  auto& st = self->state;
+  const auto& plan = st.args.env->plan;
+  return plan.steps_per_update > 1 && st.groups_in_step == 0 &&
+         st.step % plan.steps_per_update == 0 &&
+         static_cast<int64_t>(st.buffer.size()) < plan.steps_per_update * plan.groups_per_step;
+}
+
 void process_buffer(trainer_ptr self) {
   auto& st = self->state;
   const auto per_step = st.args.env->plan.groups_per_step;
-  while (!st.buffer.empty() && !st.finished) {
+  while (!st.buffer.empty() && !st.finished && !gathering(self)) {
     consume(self, st.buffer.front());
     st.buffer.pop_front();
     if (st.groups_in_step == per_step) do_step(self);
@@ -203,6 +275,8 @@ void pull_next(trainer_ptr self) {
   if (plan.wait_for_batch) {
     // sync: the whole batch must be generated and scored before training starts.
     min = max = plan.groups_per_sync;
+  } else if (gathering(self)) {
+    min = max = plan.steps_per_update * plan.groups_per_step - static_cast<int64_t>(st.buffer.size());
   }
   st.pulling = true;
   auto t0 = clock::now();
@@ -213,6 +287,13 @@ void pull_next(trainer_ptr self) {
             st.pulling = false;
             st.acc.idle_ms += ms_between(t0, clock::now());
             st.last_queue = d.stats;
+            st.delivered += static_cast<int64_t>(d.groups.size());
+            if (st.stop_promise) {  // delivered after the stop: held, never trained
+              for (auto& g : d.groups)
+                st.buffer.push_back(std::move(g));
+              finish_stop(self);
+              return;
+            }
             if (d.groups.empty()) return;  // the queue is shutting down
             ++st.counts.deliveries;
             if (st.args.env->plan.wait_for_batch)
@@ -258,18 +339,14 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
       [self](final_atom) -> weight_snapshot {
         return snapshot_weights(*self->state.pt->policy(), self->state.pt->version());
       },
-      [self](stop_atom) -> trainer_counts {
+      [self](stop_atom, int64_t expected_groups) -> caf::result<trainer_counts> {
         auto& st = self->state;
         st.finished = true;
-        auto c = st.counts;
-        c.held = static_cast<int64_t>(st.buffer.size());
-        // Groups consumed into a step that never ran are neither trained nor dropped.
-        c.held += st.groups_in_step;
-        c.trained -= std::min<int64_t>(c.trained, st.groups_in_step - st.acc.filtered);
-        c.filtered -= st.acc.filtered;
-        c.version = st.pt->version();
-        self->quit();
-        return c;
+        st.stop_expected = expected_groups;
+        st.stop_promise = self->make_response_promise<trainer_counts>();
+        auto promise = *st.stop_promise;
+        finish_stop(self);
+        return promise;
       },
   };
 }

@@ -11,6 +11,7 @@
 
 #include "actors/env.hpp"
 #include "messages/interfaces.hpp"
+#include "runtime/dataset.hpp"
 
 namespace asyncrl {
 
@@ -20,6 +21,7 @@ struct trainer_args {
   queue_actor queue;
   synchronizer_actor synchronizer;
   controller_actor controller;
+  std::vector<qa_example> test;  // eval.every_steps evaluates the policy on it
 };
 
 trainer_actor spawn_trainer(caf::actor_system& sys, trainer_args args);

@@ -110,7 +110,7 @@ actor_result run_actors(caf::actor_system& sys, const env_ptr& env, const scored
       .receive([&](int64_t depth) { r.max_depth = depth; },
                [&](caf::error& e) { std::cerr << "consumer: " << sys.render(e) << "\n"; });
   r.seconds = bench::now_s() - t0;
-  self->request(q, caf::infinite, stop_atom::value)
+  self->request(q, caf::infinite, stop_atom::value, int64_t{0})
       .receive([](queue_stats&) {}, [](caf::error&) {});
   for (auto a : {producer, consumer})
     self->send_exit(a, caf::exit_reason::user_shutdown);

@@ -28,12 +28,12 @@ queue_actor fake_queue(caf::actor_system& sys) {
   return sys.spawn([](queue_actor::pointer) -> queue_actor::behavior_type {
     return {
         [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
-        [](abandon_atom, int64_t) {},
+        [](abandon_atom, int32_t, int64_t) {},
         [](put_atom, scored_group&) {},
         [](pull_atom, int32_t, int64_t, int64_t) -> delivery { return {}; },
         [](synced_atom, int32_t) {},
         [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom) -> queue_stats { return {}; },
+        [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
   });
 }

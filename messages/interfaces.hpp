@@ -29,35 +29,41 @@ using reward_worker_actor =
                      caf::replies_to<stop_atom>::with<int64_t>>;
 
 /// Scores generated groups and forwards them, with advantages, to the queue.
+/// A stop names how many groups the rollouters sent; it is answered once all have arrived.
 using reward_actor = caf::typed_actor<caf::reacts_to<score_atom, scored_group>,
-                                      caf::replies_to<stop_atom>::with<reward_counts>>;
+                                      caf::replies_to<stop_atom, int64_t>::with<reward_counts>>;
 
-/// Bounded buffer of scored groups; grants admission credits and enforces staleness.
+/// Bounded buffer of scored groups; grants admission credits and enforces staleness. A stop
+/// names how many groups the Reward forwarded; it is answered once all have arrived.
 using queue_actor = caf::typed_actor<
     caf::replies_to<credit_atom, int32_t, int64_t>::with<int64_t>,  // worker, wanted groups
-    caf::reacts_to<abandon_atom, int64_t>,                          // admitted, never finished
+    caf::reacts_to<abandon_atom, int32_t, int64_t>,  // worker, admitted groups never finished
     caf::reacts_to<put_atom, scored_group>,
     caf::replies_to<pull_atom, int32_t, int64_t, int64_t>::with<delivery>,  // version, min, max
     caf::reacts_to<synced_atom, int32_t>,  // new weights are on every rollouter
-    caf::replies_to<stats_atom>::with<queue_stats>, caf::replies_to<stop_atom>::with<queue_stats>>;
+    caf::replies_to<stats_atom>::with<queue_stats>,
+    caf::replies_to<stop_atom, int64_t>::with<queue_stats>>;
 
 /// Publishes versioned weights to every rollouter: pause -> load -> resume.
 using synchronizer_actor =
     caf::typed_actor<caf::replies_to<publish_atom, weight_snapshot>::with<sync_report>,
                      caf::replies_to<stop_atom>::with<int64_t>>;
 
-/// Consumes groups, steps the optimizer, triggers syncs.
+/// Consumes groups, steps the optimizer, triggers syncs. A stop names how many groups the
+/// queue delivered; it is answered once all have arrived.
 using trainer_actor =
     caf::typed_actor<caf::reacts_to<start_atom>, caf::replies_to<final_atom>::with<weight_snapshot>,
-                     caf::replies_to<stop_atom>::with<trainer_counts>>;
+                     caf::replies_to<stop_atom, int64_t>::with<trainer_counts>>;
 
 /// Wires the roles, owns the data loader and the run's output, supervises the children.
 using controller_actor =
     caf::typed_actor<caf::replies_to<run_atom>::with<run_result>,
-                     caf::replies_to<prompts_atom, int64_t>::with<std::vector<prompt_task>>,
+                     // prompts for n groups; the asking rollouter's weight version
+                     caf::replies_to<prompts_atom, int64_t, int32_t>::with<std::vector<prompt_task>>,
                      caf::reacts_to<regen_atom, prompt_task>,
                      caf::reacts_to<progress_atom, rollout_progress>,
                      caf::reacts_to<report_atom, step_report>, caf::reacts_to<done_atom>,
-                     caf::reacts_to<fail_atom, std::string>>;
+                     caf::reacts_to<fail_atom, std::string>,
+                     caf::reacts_to<watchdog_atom>>;  // (self) has a step completed lately?
 
 }  // namespace asyncrl

@@ -47,6 +47,10 @@ struct queue_stats {
   int64_t capacity = 0;
   int32_t published_version = 0;
   int32_t max_delivered_staleness = 0;
+  // What the queue is waiting on right now (the progress watchdog reports it).
+  int64_t credit_requests_waiting = 0;  // rollouters' requests held for admission budget
+  int64_t pull_waiting_min = 0;         // groups the trainer's waiting pull needs; 0 = none
+  std::string admission_limit;          // what held the last refused grant: window, eta, ...
 };
 
 /// Groups for the trainer, with the queue's counters at delivery time.
@@ -62,6 +66,7 @@ struct sync_report {
   int64_t bytes = 0;
   int32_t workers = 0;
   bool ok = true;
+  bool superseded = false;  // replaced by a newer publish before it started; never loaded
   std::string error;
 };
 
@@ -94,6 +99,11 @@ struct step_report {
   int64_t sync_bytes = 0;
   double params_checksum = 0;
   queue_stats queue;
+  int32_t prox_version = 0;         // weights of the old/proximal model in this step
+  int64_t out_of_order_groups = 0;  // consumed after a group with a larger id (arrival order)
+  double clip_frac_lower = 0;       // share of tokens (A < 0) where the dual clip applied
+  double eval_accuracy = -1;        // eval.every_steps: greedy test accuracy; -1 = not this step
+  double eval_time_s = 0;           // eval.every_steps: time spent evaluating so far
 };
 
 /// Final counts of the roles, gathered at shutdown for the no-sample-lost accounting.
@@ -135,7 +145,7 @@ typename Inspector::result_type inspect(Inspector& f, scored_sample& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scored_group& x) {
   return f(caf::meta::type_name("scored_group"), x.group_id, x.prompt_index, x.ground_truth,
-           x.filtered, x.samples);
+           x.filtered, x.worker, x.samples);
 }
 
 template <class Inspector>
@@ -154,7 +164,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
   return f(caf::meta::type_name("queue_stats"), x.depth, x.running, x.received, x.delivered,
            x.dropped_stale, x.regenerated, x.abandoned, x.admitted_in_window, x.window_budget,
-           x.carried, x.capacity, x.published_version, x.max_delivered_staleness);
+           x.carried, x.capacity, x.published_version, x.max_delivered_staleness,
+           x.credit_requests_waiting, x.pull_waiting_min, x.admission_limit);
 }
 
 template <class Inspector>
@@ -165,7 +176,7 @@ typename Inspector::result_type inspect(Inspector& f, delivery& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sync_report& x) {
   return f(caf::meta::type_name("sync_report"), x.version, x.time_ms, x.bytes, x.workers, x.ok,
-           x.error);
+           x.superseded, x.error);
 }
 
 template <class Inspector>
@@ -176,7 +187,8 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
            x.tokens_trained, x.tokens_processed, x.samples, x.stale_samples, x.staleness_max,
            x.partial_ratio, x.max_partial_span, x.groups_trained, x.filtered_groups,
            x.reward_failures, x.step_ms, x.trainer_idle_ms, x.sync_time_ms, x.sync_bytes,
-           x.params_checksum, x.queue);
+           x.params_checksum, x.queue, x.prox_version, x.out_of_order_groups, x.clip_frac_lower,
+           x.eval_accuracy, x.eval_time_s);
 }
 
 template <class Inspector>

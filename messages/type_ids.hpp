@@ -56,6 +56,7 @@ CAF_ADD_ATOM(asyncrl, asyncrl, done_atom, "done")
 CAF_ADD_ATOM(asyncrl, asyncrl, final_atom, "final")
 CAF_ADD_ATOM(asyncrl, asyncrl, run_atom, "run")
 CAF_ADD_ATOM(asyncrl, asyncrl, fail_atom, "fail")
+CAF_ADD_ATOM(asyncrl, asyncrl, watchdog_atom, "watchdog")
 
 namespace asyncrl {
 

@@ -145,4 +145,11 @@ double score_response(std::string_view response, std::string_view ground_truth) 
   }
 }
 
+double score_with(reward_function f, std::string_view prefix, std::string_view response,
+                  std::string_view ground_truth) noexcept {
+  if (f == reward_function::prefix)
+    return !prefix.empty() && response.substr(0, prefix.size()) == prefix ? 1.0 : 0.0;
+  return score_response(response, ground_truth);
+}
+
 }  // namespace asyncrl

@@ -83,6 +83,10 @@ void run_config::bind(config_schema& s) {
   s.add("reward.inject_hang_every", &reward.inject_hang_every,
         "fault injection: every n-th response's scoring misses its timeout; 0 = off",
         non_negative_int());
+  s.add_choice("reward.function", &reward.function, {"math", "prefix"},
+               "math: the final answer against the ground truth; prefix: 1 iff the response "
+               "starts with reward.prefix (a bandit with a known optimum, for tests)");
+  s.add("reward.prefix", &reward.prefix, "reward.function=prefix: the rewarded start");
 
   auto& at = async_training;
   s.add_choice("async_training.mode", &at.mode, {"sync", "periodic", "fully_async"},
@@ -105,7 +109,11 @@ void run_config::bind(config_schema& s) {
   s.add("async_training.queue_capacity", &at.queue_capacity,
         "groups admitted and not yet trained; 0 = (1 + s) * k * R + 2 * R", non_negative_int());
   s.add("async_training.sync_timeout_ms", &at.sync_timeout_ms,
-        "watchdog: a weight sync that takes longer fails the run", positive_int());
+        "watchdog: a weight sync (pause at a token boundary, load) that takes longer fails the run",
+        positive_int());
+  s.add("async_training.drain_timeout_ms", &at.drain_timeout_ms,
+        "without partial rollout: the longest a pause may wait for the responses in flight",
+        positive_int());
 
   s.add_choice("workload.lengths", &workload.lengths, {"model", "fixed", "lognormal"},
                "response lengths: the model's EOS, or forced from a distribution (benchmarks)");
@@ -142,6 +150,10 @@ void run_config::bind(config_schema& s) {
   s.add("eval.samples", &eval.samples, "samples per question; > 1 adds mean@N", positive_int());
   s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
   s.add("eval.batch", &eval.batch, "KV-cache slots during eval", positive_int());
+  s.add("eval.every_steps", &eval.every_steps,
+        "train: greedy accuracy on the test split every n steps (metrics.jsonl eval_accuracy; "
+        "the time it takes is reported as eval_time_s); 0 = off",
+        non_negative_int());
 
   auto& al = algorithm;
   s.add_choice("algorithm.adv_estimator", &al.adv_estimator, {"grpo", "drgrpo"},
@@ -169,7 +181,9 @@ void run_config::bind(config_schema& s) {
                "token-mean over the whole batch, or the mean of per-sequence means");
 
   auto& tr = trainer;
-  s.add("trainer.micro_batch_size", &tr.micro_batch_size, "responses per forward/backward",
+  s.add("trainer.micro_batch_size", &tr.micro_batch_size,
+        "responses per forward/backward; with group_aligned_micro_batches a micro-batch never "
+        "spans groups, so it holds at most rollout.n responses",
         positive_int());
   s.add("trainer.group_aligned_micro_batches", &tr.group_aligned_micro_batches,
         "a micro-batch holds one group's responses only, so arrival order cannot change a bit "
@@ -212,6 +226,10 @@ void run_config::bind(config_schema& s) {
   s.add("runtime.threads", &runtime.threads, "torch threads; 0 = all cores", non_negative_int());
   s.add("runtime.eval_before", &runtime.eval_before, "train: evaluate the starting model");
   s.add("runtime.eval_after", &runtime.eval_after, "train: evaluate the final model");
+  s.add("runtime.progress_timeout_s", &runtime.progress_timeout_s,
+        "watchdog: a run in which no optimizer step completes for this long fails, naming what "
+        "each role waits on; 0 = off",
+        non_negative());
   s.add_choice("runtime.log_level", &runtime.log_level, {"trace", "debug", "info", "warn", "error"},
                "log verbosity");
 }
@@ -249,6 +267,45 @@ void cross_check(const loaded_config& lc) {
   if (at.mode != "fully_async" && c.data.train_batch_size % mini != 0)
     fail("trainer.ppo_mini_batch_size",
          "must divide data.train_batch_size (" + std::to_string(c.data.train_batch_size) + ")");
+  // Within one sync window the j-th optimizer step trains on groups generated j steps ago; a
+  // bound eta below the window's last step drops (or regenerates, just as stale) every group of
+  // that step, forever.
+  const int64_t window_steps = at.require_batches * at.trigger_parameter_sync_step;
+  if (at.mode == "fully_async" && at.max_staleness >= 0 && at.max_staleness < window_steps - 1)
+    fail("async_training.max_staleness",
+         "must be >= async_training.require_batches * trigger_parameter_sync_step - 1 (" +
+             std::to_string(window_steps - 1) +
+             "): the last step of a sync window trains on groups that many versions old, so a "
+             "smaller eta drops every one of them and the run cannot progress");
+  // The trainer waits for a whole batch (sync) or a whole local update (require_batches > 1):
+  // a queue that cannot hold it never fills.
+  const int64_t whole = at.mode == "sync"        ? c.data.train_batch_size
+                        : at.mode == "fully_async" && at.require_batches > 1
+                            ? at.require_batches * mini
+                            : 1;
+  if (at.queue_capacity > 0 && at.queue_capacity < whole)
+    fail("async_training.queue_capacity",
+         "must be 0 (automatic) or >= " + std::to_string(whole) +
+             (at.mode == "sync" ? " (data.train_batch_size: sync trains on whole batches)"
+                                : " (require_batches * ppo_mini_batch_size: one local update)"));
+  if (c.reward.function == "prefix" && c.reward.prefix.empty())
+    fail("reward.prefix", "must not be empty with reward.function=prefix");
+}
+
+// fully_async with the coupled loss: samples can be stale, and an old policy reset at every
+// step makes the ratio start at 1 however stale the tokens are. As verl does, the generator's
+// own log-probs become the behaviour policy; an explicit `false` is refused.
+void resolve_defaults(loaded_config& lc) {
+  auto& c = lc.cfg;
+  if (c.async_training.mode != "fully_async" || c.algorithm.loss != "grpo") return;
+  const auto& origin = lc.schema.origin("algorithm.use_rollout_logprobs");
+  if (origin.where != "default" && !c.algorithm.use_rollout_logprobs)
+    throw config_error(
+        origin.where +
+        ": key 'algorithm.use_rollout_logprobs': must be true with async_training.mode="
+        "fully_async and algorithm.loss=grpo (stale samples need the generator's log-probs as "
+        "the behaviour policy); or use algorithm.loss=decoupled");
+  c.algorithm.use_rollout_logprobs = true;
 }
 
 }  // namespace
@@ -261,6 +318,7 @@ std::unique_ptr<loaded_config> load_config(const std::string& path,
   for (auto& o : overrides)
     lc->schema.apply_override(o);
   cross_check(*lc);
+  resolve_defaults(*lc);
   return lc;
 }
 

@@ -81,6 +81,8 @@ struct reward_section {
   bool detached_workers = false;   // a thread per worker, for reward functions that block
   int64_t inject_throw_every = 0;  // fault injection: every n-th response (by uid) throws
   int64_t inject_hang_every = 0;   // fault injection: every n-th response never answers in time
+  std::string function = "math";   // math (final answer vs ground truth) or prefix (a bandit)
+  std::string prefix;              // prefix: the string a rewarded response starts with
 };
 
 /// Scheduling of generation and training (seed 000 Algorithm 1, seed 003, seed 004).
@@ -95,12 +97,14 @@ struct async_section {
   std::string stale_policy = "drop";  // drop or regenerate a group over eta at delivery
   int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
   int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
+  int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)
 };
 
 struct eval_section {
   int64_t samples = 1;  // >1 also reports mean@N with rollout sampling
   int64_t max_new_tokens = 48;
   int64_t batch = 128;
+  int64_t every_steps = 0;  // train: greedy eval on the test split every n steps; 0 = off
 };
 
 /// The RL objective: advantages, policy loss and the proximal policy (seed 000, 001, 004).
@@ -147,6 +151,7 @@ struct runtime_section {
   std::string log_level = "info";
   bool eval_before = true;  // train: evaluate the starting model on the test split
   bool eval_after = true;   // train: evaluate the final model on the test split
+  double progress_timeout_s = 1800;  // watchdog: no optimizer step for this long fails the run
 };
 
 /// `asyncrl simulate`: devices and per-device costs of the discrete-event model.

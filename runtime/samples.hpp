@@ -30,6 +30,7 @@ struct scored_group {
   uint64_t prompt_index = 0;  // position in the training data
   std::string ground_truth;
   bool filtered = false;  // all rewards equal and algorithm.filter_groups: no training signal
+  int32_t worker = -1;    // the rollouter that generated it (for its share of the credits)
   std::vector<scored_sample> samples;
 };
 

@@ -16,6 +16,7 @@ schedule_plan make_schedule(const run_config& cfg) {
   if (at.mode == "fully_async") {
     p.steps_per_sync = at.require_batches * at.trigger_parameter_sync_step;
     p.old_per_step = true;
+    p.steps_per_update = at.require_batches;
     p.partial_rollout = at.partial_rollout;
   } else {
     p.steps_per_sync = cfg.data.train_batch_size / p.groups_per_step;

@@ -19,7 +19,10 @@ struct schedule_plan {
   int64_t steps_per_sync = 1;   // sync/periodic: B / mini; fully_async: require_batches * k
   int64_t groups_per_sync = 1;  // the admission window k * R (B in sync and periodic)
   bool wait_for_batch = false;  // sync: the whole batch is generated before training starts
-  bool old_per_step = false;    // fully_async: the proximal policy is the step-start weights
+  bool old_per_step = false;    // fully_async: the proximal policy is the local update's start
+  // fully_async (verl): one local update gathers require_batches mini-batches before its first
+  // optimizer step, and the proximal policy stays at the weights of the update's start.
+  int64_t steps_per_update = 1;
   bool partial_rollout = false;
   int64_t total_steps = 1;
   admission_params admission;

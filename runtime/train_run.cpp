@@ -126,6 +126,7 @@ int run_train_command(const loaded_config& lc) {
   ca.env = make_env(cfg, policy.config, tok, /*detached=*/true);
   ca.initial = snapshot_weights(*policy.model, 0);
   ca.train = data.train;
+  ca.test = data.test;
   ca.run_dir = run_dir;
   run_result result;
   {

@@ -102,6 +102,7 @@ run_outcome run_coordinated(const run_config& cfg) {
   ca.env = make_env(cfg, mcfg, tok, /*detached=*/false);
   ca.initial = snapshot_weights(*model, 0);
   ca.train = data.train;
+  ca.test = data.test;
   ca.run_dir = dir.path().string();
   ca.show_progress = false;
   {

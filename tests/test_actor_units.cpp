@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/message_queue.hpp"
 #include "actors/rollouter.hpp"
@@ -35,7 +36,7 @@ controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
         auto next = std::make_shared<uint64_t>(0);
         return {
             [](run_atom) -> run_result { return {}; },
-            [next, prompt](prompts_atom, int64_t n) {
+            [next, prompt](prompts_atom, int64_t n, int32_t) {
               std::vector<prompt_task> out;
               for (int64_t i = 0; i < n; ++i) {
                 prompt_task t;
@@ -51,6 +52,7 @@ controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
             [](report_atom, step_report&) {},
             [](done_atom) {},
             [log](fail_atom, std::string& why) { log->failures.push_back(why); },
+            [](watchdog_atom) {},
         };
       }));
 }
@@ -66,12 +68,12 @@ queue_actor fake_queue(test::coordinated_system& cs, log_ptr log, int64_t budget
           *left -= n;
           return n;
         },
-        [](abandon_atom, int64_t) {},
+        [](abandon_atom, int32_t, int64_t) {},
         [](put_atom, scored_group&) {},
         [](pull_atom, int32_t, int64_t, int64_t) -> delivery { return {}; },
         [log](synced_atom, int32_t v) { log->synced.push_back(v); },
         [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom) -> queue_stats { return {}; },
+        [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
   }));
 }
@@ -80,7 +82,7 @@ reward_actor fake_reward(test::coordinated_system& cs, log_ptr log) {
   return cs.track(cs.sys().spawn([log](reward_actor::pointer self) -> reward_actor::behavior_type {
     return {
         [log](score_atom, scored_group& g) { log->groups.push_back(std::move(g)); },
-        [self](stop_atom) -> reward_counts {
+        [self](stop_atom, int64_t) -> reward_counts {
           self->quit();
           return {};
         },
@@ -318,6 +320,199 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
   cs.sched().run();
   ASSERT_EQ(log->regenerate.size(), 1u);  // the stale group's prompt goes back to the loader
   EXPECT_EQ(log->regenerate[0].prompt, (std::vector<int32_t>{1, 5}));
+}
+
+
+// --- issue 9: defects found by reading the actors; each test failed before its fix ---------
+
+// Publishes `versions` back to back from one requester; the reports land in `out` by version.
+void publish_all(test::coordinated_system& cs, synchronizer_actor sync, const env_ptr& env,
+                 std::vector<int32_t> versions,
+                 std::shared_ptr<std::map<int32_t, sync_report>> out) {
+  std::vector<weight_snapshot> ws;
+  for (auto v : versions)
+    ws.push_back(tiny_weights(env, v, static_cast<uint64_t>(v) + 1));
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    for (auto& w : ws)
+      self->request(sync, caf::infinite, publish_atom::value, w).then([=](sync_report& r) {
+        (*out)[r.version] = r;
+      });
+  });
+}
+
+TEST(SynchronizerUnit, BackToBackPublishesDoNotWedgeARealRollouter) {
+  // Before the fix: finish() sent resume at normal priority, the next sync's pause (high)
+  // overtook it, the late resume moved the rollouter to generating, and the second load was
+  // skipped forever: v2 failed on the watchdog.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({"async_training.sync_timeout_ms=50"});
+  auto r = cs.track(spawn_rollouter(
+      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 0),
+                               fake_reward(cs, log), fake_controller(cs, log, {1})}));
+  auto sync = cs.track(spawn_synchronizer(
+      cs.sys(), synchronizer_args{env, {r}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+  auto reports = std::make_shared<std::map<int32_t, sync_report>>();
+  publish_all(cs, sync, env, {1, 2}, reports);
+  ASSERT_TRUE(cs.run_until([&] { return reports->size() == 2; }, 10));
+  for (auto v : {1, 2}) {
+    EXPECT_TRUE(reports->at(v).ok) << "v" << v << ": " << reports->at(v).error;
+    EXPECT_FALSE(reports->at(v).superseded);
+  }
+  EXPECT_TRUE(log->failures.empty()) << log->failures.front();
+}
+
+TEST(SynchronizerUnit, SupersededPublishIsNotReportedAsASuccess) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({});
+  auto a = fake_rollouter(cs, log, "a", false);
+  auto sync = cs.track(spawn_synchronizer(
+      cs.sys(), synchronizer_args{env, {a}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+  auto reports = std::make_shared<std::map<int32_t, sync_report>>();
+  // v1 starts at once, v2 waits behind it, v3 replaces v2 before it starts.
+  publish_all(cs, sync, env, {1, 2, 3}, reports);
+  ASSERT_TRUE(cs.run_until([&] { return reports->size() == 3; }, 0));
+  EXPECT_TRUE(reports->at(1).ok);
+  EXPECT_TRUE(reports->at(3).ok);
+  const auto& skipped = reports->at(2);
+  EXPECT_FALSE(skipped.ok);
+  EXPECT_TRUE(skipped.superseded);
+  EXPECT_NE(skipped.error.find("superseded by v3"), std::string::npos) << skipped.error;
+  EXPECT_FALSE(contains(log->events, "a load v2"));  // never loaded
+  EXPECT_TRUE(log->failures.empty());                // a superseded sync is not a run failure
+}
+
+TEST(SynchronizerUnit, DrainHasItsOwnBoundApartFromTheLoadWatchdog) {
+  // Without partial rollout a pause waits for the in-flight responses to finish. Before the
+  // fix that drain ran under sync_timeout_ms (meant for one load) and a long but healthy drain
+  // failed the run.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({"async_training.sync_timeout_ms=100", "async_training.drain_timeout_ms=5000"});
+  auto slow = fake_rollouter(cs, log, "slow", /*hang=*/true);
+  auto sync = cs.track(spawn_synchronizer(
+      cs.sys(),
+      synchronizer_args{env, {slow}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+  auto reports = std::make_shared<std::map<int32_t, sync_report>>();
+  publish_all(cs, sync, env, {1}, reports);
+  cs.sched().run();
+  cs.sched().advance_time(std::chrono::milliseconds(1000));  // 10x the load watchdog
+  cs.sched().run();
+  EXPECT_TRUE(reports->empty()) << "a drain shorter than drain_timeout_ms failed the sync";
+  cs.sched().advance_time(std::chrono::milliseconds(4100));  // past the drain bound
+  cs.sched().run();
+  ASSERT_EQ(reports->size(), 1u);
+  EXPECT_FALSE(reports->at(1).ok);
+  EXPECT_NE(reports->at(1).error.find("drain"), std::string::npos) << reports->at(1).error;
+}
+
+TEST(RollouterUnit, ResumeWithoutALoadContinuesUnderTheOldWeights) {
+  // A sync whose load failed still sends resume (pause and resume are paired). Before the fix
+  // an interrupted rollouter ignored it and stayed paused forever.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=1",
+                       "async_training.partial_rollout=true", "rollout.max_new_tokens=20",
+                       "rollout.chunk_tokens=1", "rollout.max_batch=4"});
+  auto r = cs.track(spawn_rollouter(
+      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 1),
+                               fake_reward(cs, log), fake_controller(cs, log, {1, 10, 11})}));
+  caf::anon_send(r, start_atom::value);
+  for (int i = 0; i < 8; ++i)
+    cs.sched().try_run_once();
+  auto held = std::make_shared<std::optional<int64_t>>();
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value)
+        .then([=](int64_t n) { *held = n; });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return held->has_value(); }, 0));
+  ASSERT_TRUE(log->groups.empty());
+  caf::anon_send<caf::message_priority::high>(r, resume_atom::value);
+  ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 1; }, 0))
+      << "the rollouter stayed paused after a resume";
+  for (auto& s : log->groups[0].samples)
+    for (auto v : s.versions)
+      EXPECT_EQ(v, 0);  // nothing new was loaded
+}
+
+// A queue that answers the first credit request and holds every later one until the test
+// releases it.
+struct held_credits {
+  std::vector<caf::typed_response_promise<int64_t>> promises;
+};
+
+queue_actor holding_queue(test::coordinated_system& cs, log_ptr log,
+                          std::shared_ptr<held_credits> held) {
+  return cs.track(cs.sys().spawn([=](queue_actor::pointer self) -> queue_actor::behavior_type {
+    return {
+        [=](credit_atom, int32_t, int64_t) -> caf::result<int64_t> {
+          if (log->credits_asked++ == 0) return int64_t{1};
+          held->promises.push_back(self->make_response_promise<int64_t>());
+          return held->promises.back();
+        },
+        [](abandon_atom, int32_t, int64_t) {},
+        [](put_atom, scored_group&) {},
+        [](pull_atom, int32_t, int64_t, int64_t) -> delivery { return {}; },
+        [log](synced_atom, int32_t v) { log->synced.push_back(v); },
+        [](stats_atom) -> queue_stats { return {}; },
+        [](stop_atom, int64_t) -> queue_stats { return {}; },
+    };
+  }));
+}
+
+TEST(RollouterUnit, CreditArrivingDuringADrainStartsNoNewTask) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto held = std::make_shared<held_credits>();
+  // No partial rollout: a pause drains. Room for two groups, one granted at once.
+  auto env = tiny_env({"rollout.max_new_tokens=12", "rollout.chunk_tokens=1", "rollout.max_batch=8"});
+  auto r = cs.track(spawn_rollouter(
+      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), holding_queue(cs, log, held),
+                               fake_reward(cs, log), fake_controller(cs, log, {1, 10, 11})}));
+  caf::anon_send(r, start_atom::value);
+  ASSERT_TRUE(cs.run_until([&] { return held->promises.size() == 1; }, 0));
+  auto paused = std::make_shared<bool>(false);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value)
+        .then([=](int64_t) { *paused = true; });
+  });
+  // The pause (high priority) is handled first; then the held credit comes through.
+  held->promises.front().deliver(int64_t{1});
+  ASSERT_TRUE(cs.run_until([&] { return *paused; }, 0));
+  cs.sched().run();  // everything the paused rollouter would still do
+  EXPECT_EQ(log->groups.size(), 1u)
+      << "a group admitted during the drain was generated under the old weights";
+  // The held group starts after the sync.
+  auto w1 = tiny_weights(env, 1, 2);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(r, caf::infinite, load_atom::value, w1).then([=](int32_t) {
+      self->send<caf::message_priority::high>(r, resume_atom::value);
+    });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 2; }, 0));
+  for (auto& s : log->groups[1].samples)
+    EXPECT_EQ(s.versions.front(), 1);  // generated under the new weights
+}
+
+TEST(QueueUnit, CreditsAreSharedAcrossWorkers) {
+  // Before the fix the first rollouter to ask took the whole window and the second waited.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  // periodic: a window of B = 4 groups; each worker has room for 16 / G = 4.
+  auto env = tiny_env({"async_training.mode=periodic", "rollout.num_workers=2",
+                       "rollout.max_batch=16"});
+  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1})}));
+  auto got = std::make_shared<std::map<int32_t, int64_t>>();
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    for (int32_t w : {0, 1})
+      self->request(q, caf::infinite, credit_atom::value, w, int64_t{4}).then([=](int64_t n) {
+        (*got)[w] = n;
+      });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return got->size() == 2; }, 0));
+  EXPECT_EQ(got->at(0), 2);
+  EXPECT_EQ(got->at(1), 2);
 }
 
 }  // namespace
