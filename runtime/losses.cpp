@@ -59,15 +59,17 @@ surrogate clipped_surrogate(const at::Tensor& log_ratio, const at::Tensor& adv,
   auto l1 = -adv * ratio;
   auto l2 = -adv * at::clamp(ratio, 1.0 - clip.eps_low, 1.0 + clip.eps_high);
   auto loss = at::maximum(l1, l2);
+  // Counted apart from the dual clip, as verl does: a dual-clipped token (A < 0, r > c) has
+  // r A < clip(r) A, so it is not "clipped" here and lands in dual_clipped only.
   auto clipped = l2 > l1;
+  auto dual_clipped = at::zeros_like(clipped);
   if (clip.dual_c > 0) {
     auto l3 = -adv * clip.dual_c;
-    auto dual = at::minimum(loss, l3);
     auto neg = adv < 0;
-    clipped = at::where(neg, clipped.logical_or(l3 < loss), clipped);
-    loss = at::where(neg, dual, loss);
+    dual_clipped = neg.logical_and(l3 < loss);
+    loss = at::where(neg, at::minimum(loss, l3), loss);
   }
-  return {loss, ratio, clipped};
+  return {loss, ratio, clipped, dual_clipped};
 }
 
 at::Tensor kl_k3(const at::Tensor& logp, const at::Tensor& logp_ref) {
@@ -76,8 +78,8 @@ at::Tensor kl_k3(const at::Tensor& logp, const at::Tensor& logp_ref) {
   return at::clamp(at::exp(x) - x - 1.0, -10.0, 10.0);
 }
 
-at::Tensor loglinear_alpha(const at::Tensor& staleness) {
-  auto d = staleness.to(at::kFloat);
+at::Tensor loglinear_alpha(const at::Tensor& staleness, at::ScalarType dtype) {
+  auto d = staleness.to(dtype);
   require(!(d < 0).any().item<bool>(), "staleness must be >= 0 (a token newer than the policy?)");
   return at::where(d > 0, 1.0 / d.clamp_min(1.0), at::zeros_like(d));
 }
@@ -86,7 +88,7 @@ at::Tensor loglinear_prox(const at::Tensor& logp_behav, const at::Tensor& logp,
                           const at::Tensor& staleness) {
   same_shape(logp, logp_behav, "logp", "logp_behav");
   same_shape(logp, staleness, "logp", "staleness");
-  auto alpha = loglinear_alpha(staleness).to(logp.scalar_type());
+  auto alpha = loglinear_alpha(staleness, logp.scalar_type());
   return alpha * logp_behav + (1.0 - alpha) * logp.detach();
 }
 
@@ -100,7 +102,7 @@ decoupled_terms decoupled_surrogate(const at::Tensor& logp, const at::Tensor& lo
   auto kept = cap > 0 ? (w <= cap) : at::ones_like(w, w.options().dtype(at::kBool));
   auto s = clipped_surrogate(logp - logp_prox.detach(), adv, clip);
   auto loss = s.loss * (w * kept);
-  return {loss, w, kept, s.clipped, s.ratio};
+  return {loss, w, kept, s.clipped, s.dual_clipped, s.ratio};
 }
 
 at::Tensor entropy_from_logits(const at::Tensor& logits) {
@@ -133,12 +135,13 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   loss_outputs out;
   at::Tensor weight;  // for the metrics
   at::Tensor kept = mask;
-  at::Tensor clipped;
+  at::Tensor clipped, dual_clipped;
   if (cfg.loss == "grpo") {
     same_shape(in.logp, in.logp_old, "logp", "logp_old");
     auto s = clipped_surrogate(in.logp - in.logp_old.detach(), in.advantages, cfg.clip);
     out.pg_per_token = s.loss;
     clipped = s.clipped;
+    dual_clipped = s.dual_clipped;
     // How far the generator drifted from the old policy: exp(logp_old - logp_behav).
     weight = in.logp_behav.defined() ? at::exp(in.logp_old - in.logp_behav).detach()
                                      : at::ones_like(in.logp).detach();
@@ -147,6 +150,7 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
                                  cfg.imp_weight_cap);
     out.pg_per_token = d.loss;
     clipped = d.clipped;
+    dual_clipped = d.dual_clipped;
     weight = d.weight;
     kept = mask.logical_and(d.kept);
   } else {
@@ -164,6 +168,7 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   st.tokens = mask.sum().item<double>();
   st.kept_tokens = kept.sum().item<double>();
   st.clipped = clipped.logical_and(kept).sum().item<double>();
+  st.dual_clipped = dual_clipped.logical_and(kept).sum().item<double>();
   if (out.kl_per_token.defined())
     st.kl_sum = (out.kl_per_token.detach() * mask).sum().item<double>();
   if (st.tokens > 0) {

@@ -32,10 +32,13 @@ struct clip_config {
 
 /// Per-token clipped surrogate for a log-ratio (log-ratio clamped to [-20, 20] before exp):
 /// L = -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), then the dual clip for A < 0.
+/// The two clip flags follow verl's pg_clipfrac / pg_clipfrac_lower and are disjoint whenever
+/// dual_c >= 1 - eps_low (verl requires dual_c > 1).
 struct surrogate {
-  at::Tensor loss;     // per token
-  at::Tensor ratio;    // per token, exp(log_ratio)
-  at::Tensor clipped;  // bool per token: the clipped branch was taken
+  at::Tensor loss;          // per token
+  at::Tensor ratio;         // per token, exp(log_ratio)
+  at::Tensor clipped;       // bool per token: -clip(r) A > -r A, the clipped term was active
+  at::Tensor dual_clipped;  // bool per token: A < 0 and the dual clip -c A lowered the loss
 };
 surrogate clipped_surrogate(const at::Tensor& log_ratio, const at::Tensor& advantages,
                             const clip_config& clip);
@@ -44,11 +47,13 @@ surrogate clipped_surrogate(const at::Tensor& log_ratio, const at::Tensor& advan
 /// ratio clamped to [-20, 20] and the value to [-10, 10]. Differentiable in `logp`.
 at::Tensor kl_k3(const at::Tensor& logp, const at::Tensor& logp_ref);
 
-/// A-3PO's interpolation weight per token: 0 where d == 0, 1/d where d >= 1.
-at::Tensor loglinear_alpha(const at::Tensor& staleness);
+/// A-3PO's interpolation weight per token: 0 where d == 0, 1/d where d >= 1, computed in
+/// `dtype` (1/3 in float32 is off by 1e-8, which a float64 trainer would see).
+at::Tensor loglinear_alpha(const at::Tensor& staleness, at::ScalarType dtype = at::kFloat);
 
 /// A-3PO's proximal log-probs: alpha * logp_behav + (1 - alpha) * logp.detach(), with alpha
-/// from the per-token staleness d = v(policy) - v(token). Costs no forward pass.
+/// from the per-token staleness d = v(policy) - v(token), in the dtype of `logp`. Costs no
+/// forward pass.
 at::Tensor loglinear_prox(const at::Tensor& logp_behav, const at::Tensor& logp,
                           const at::Tensor& staleness);
 
@@ -56,11 +61,12 @@ at::Tensor loglinear_prox(const at::Tensor& logp_behav, const at::Tensor& logp,
 /// exp(logp - logp_prox), L = -w * min(r A, clip(r) A) (dual clip as above). With a cap > 0,
 /// tokens whose w exceeds it leave the loss (their `loss` is 0 and `kept` false).
 struct decoupled_terms {
-  at::Tensor loss;     // per token, already multiplied by w and by `kept`
-  at::Tensor weight;   // w per token
-  at::Tensor kept;     // bool per token
-  at::Tensor clipped;  // bool per token
-  at::Tensor ratio;    // r per token
+  at::Tensor loss;          // per token, already multiplied by w and by `kept`
+  at::Tensor weight;        // w per token
+  at::Tensor kept;          // bool per token
+  at::Tensor clipped;       // bool per token, as surrogate::clipped
+  at::Tensor dual_clipped;  // bool per token, as surrogate::dual_clipped
+  at::Tensor ratio;         // r per token
 };
 decoupled_terms decoupled_surrogate(const at::Tensor& logp, const at::Tensor& logp_prox,
                                     const at::Tensor& logp_behav, const at::Tensor& advantages,
@@ -102,9 +108,10 @@ struct loss_inputs {
 
 /// Sums for metrics, over the masked tokens of this micro-batch.
 struct loss_stats {
-  double tokens = 0;       // masked (response) tokens
-  double kept_tokens = 0;  // after the importance-weight cap
-  double clipped = 0;
+  double tokens = 0;        // masked (response) tokens
+  double kept_tokens = 0;   // after the importance-weight cap
+  double clipped = 0;       // kept tokens whose clipped PPO term was active (verl pg_clipfrac)
+  double dual_clipped = 0;  // kept tokens, A < 0, where the dual clip applied (pg_clipfrac_lower)
   double kl_sum = 0;
   double weight_min = 0, weight_max = 0, weight_sum = 0;  // w (decoupled) or old/behav ratio
 };

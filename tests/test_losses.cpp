@@ -17,6 +17,10 @@ at::Tensor t1(std::vector<double> v) {
   return at::tensor(v, at::kDouble);
 }
 
+at::Tensor flags(std::vector<int> v) {
+  return at::tensor(v, at::kInt).to(at::kBool);
+}
+
 template <class F>
 std::string error_of(F&& f) {
   try {
@@ -83,14 +87,56 @@ TEST(Surrogate, ClipsAsymmetricallyAndDualClips) {
   EXPECT_NEAR(s.loss[3].item<double>(), -std::exp(-0.5), 1e-12);
   EXPECT_TRUE(s.clipped[0].item<bool>());
   EXPECT_FALSE(s.clipped[1].item<bool>());
-  EXPECT_TRUE(s.clipped[2].item<bool>());
+  EXPECT_FALSE(s.clipped[2].item<bool>());  // dual-clipped, counted apart (verl)
   EXPECT_FALSE(s.clipped[3].item<bool>());
+  EXPECT_TRUE(s.dual_clipped.equal(flags({0, 0, 1, 0})));
   // Without the dual clip the third token pays the full 5.
   auto s2 = clipped_surrogate(lr, adv, clip_config{0.2, 0.28, 0.0});
   EXPECT_NEAR(s2.loss[2].item<double>(), 5.0, 1e-12);
   // The log-ratio is clamped to [-20, 20] before exp.
   auto s3 = clipped_surrogate(t1({100.0}), t1({-1.0}), clip_config{0.2, 0.2, 0.0});
   EXPECT_NEAR(s3.ratio[0].item<double>(), std::exp(20.0), 1e-3);
+}
+
+// verl's pg_clipfrac and pg_clipfrac_lower: the clipped PPO term active (-clip(r) A > -r A)
+// and, apart from it, the dual clip -c A applied to an A < 0 token. Both over kept tokens.
+TEST(Surrogate, ClipFractionsCountTheDualClipApart) {
+  // ratio, advantage -> clipped PPO loss max(-rA, -clip(r)A), then min with -cA (c = 3) for A < 0
+  //  1.5, +1 -> max(-1.5, -1.2) = -1.2: clipped term active        -> clip_frac
+  //  5.0, -1 -> max(5, 1.2) = 5 > 3: dual clip gives 3              -> clip_frac_lower
+  //  0.5, -1 -> max(0.5, 0.8) = 0.8 < 3: clipped term active        -> clip_frac
+  //  1.0, +1 -> -1: neither;  1.0, -1 -> 1: neither
+  //  2.0, -1 -> max(2, 1.2) = 2 < 3: unclipped (r A is the larger) -> neither
+  //  1.5, +1 but masked out: counted nowhere
+  auto ratio = t1({1.5, 5.0, 0.5, 1.0, 1.0, 2.0, 1.5});
+  auto adv = t1({1, -1, -1, 1, -1, -1, 1});
+  auto mask = flags({1, 1, 1, 1, 1, 1, 0});
+  const clip_config c{0.2, 0.2, 3.0};
+  auto s = clipped_surrogate(at::log(ratio), adv, c);
+  EXPECT_TRUE(s.clipped.equal(flags({1, 0, 1, 0, 0, 0, 1})));
+  EXPECT_TRUE(s.dual_clipped.equal(flags({0, 1, 0, 0, 0, 0, 0})));
+
+  loss_inputs in;
+  in.logp = at::log(ratio) - 1.0, in.logp_old = at::full({7}, -1.0, at::kDouble);
+  in.advantages = adv, in.mask = mask, in.norm = 6;
+  loss_config cfg;
+  cfg.clip = c;
+  auto st = policy_loss(in, cfg).stats;
+  EXPECT_EQ(st.tokens, 6.0);
+  EXPECT_EQ(st.kept_tokens, 6.0);
+  EXPECT_EQ(st.clipped, 2.0);  // tokens 0 and 2: the dual-clipped token 1 is not among them
+  EXPECT_EQ(st.dual_clipped, 1.0);
+
+  // Decoupled: the same flags from r = exp(logp - prox); the weight cap removes token 0
+  // (w = e^2 > 5) from both counts and from the kept-token denominator.
+  in.logp_prox = in.logp_old;
+  in.logp_behav = t1({-3, -1, -1, -1, -1, -1, -1});
+  cfg.loss = "decoupled";
+  cfg.imp_weight_cap = 5.0;
+  auto sd = policy_loss(in, cfg).stats;
+  EXPECT_EQ(sd.kept_tokens, 5.0);
+  EXPECT_EQ(sd.clipped, 1.0);
+  EXPECT_EQ(sd.dual_clipped, 1.0);
 }
 
 TEST(KlK3, MatchesTheFormulaAndIsNonNegative) {
@@ -116,6 +162,27 @@ TEST(Loglinear, AlphaIsOneOverStaleness) {
             std::string::npos);
 }
 
+// alpha = 1/d in the dtype of logp: float32's 1/3 is 1e-8 off, which a float64 trainer sees.
+TEST(Loglinear, Float64AlphaIsExactInDouble) {
+  auto d = at::tensor({3, 1, 2, 5, 7, 0}, at::kInt);
+  auto behav = t1({-1.0, -1.0, -1.0, -0.7, -0.3, -1.0});
+  auto logp = t1({-2.5, -2.5, -2.5, -1.9, -4.1, -2.5});
+  auto prox = loglinear_prox(behav, logp, d);
+  ASSERT_EQ(prox.scalar_type(), at::kDouble);
+  const double want[] = {(1.0 / 3) * -1.0 + (1 - 1.0 / 3) * -2.5,  // -2.0
+                         -1.0,
+                         0.5 * -1.0 + 0.5 * -2.5,
+                         (1.0 / 5) * -0.7 + (1 - 1.0 / 5) * -1.9,
+                         (1.0 / 7) * -0.3 + (1 - 1.0 / 7) * -4.1,
+                         -2.5};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_NEAR(prox[i].item<double>(), want[i], 1e-15) << "d = " << d[i].item<int>();
+  EXPECT_EQ(loglinear_alpha(d, at::kDouble)[0].item<double>(), 1.0 / 3.0);
+  EXPECT_EQ(loglinear_alpha(d, at::kDouble).scalar_type(), at::kDouble);
+  // float32 logp keeps a float32 prox.
+  EXPECT_EQ(loglinear_prox(behav.to(at::kFloat), logp.to(at::kFloat), d).scalar_type(), at::kFloat);
+}
+
 TEST(Loglinear, ProxIsSandwichedAndTheRatioIsAPower) {
   at::manual_seed(1);
   auto behav = -at::rand({4000}, at::kDouble) * 5;
@@ -126,7 +193,7 @@ TEST(Loglinear, ProxIsSandwichedAndTheRatioIsAPower) {
   // Sandwich: pi_prox lies between pi_behav and pi_theta (exactly, in log space).
   EXPECT_TRUE((prox >= lo - 1e-12).logical_and(prox <= hi + 1e-12).all().item<bool>());
   // r = exp(logp_theta - logp_prox) = (pi_theta / pi_behav)^alpha.
-  auto alpha = loglinear_alpha(d).to(at::kDouble);
+  auto alpha = loglinear_alpha(d, at::kDouble);
   auto r = at::exp(theta - prox);
   auto want = at::pow(at::exp(theta) / at::exp(behav), alpha);
   EXPECT_TRUE(at::allclose(r, want, 1e-10, 1e-12));
