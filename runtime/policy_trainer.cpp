@@ -42,6 +42,17 @@ at::Tensor gather_logp(const at::Tensor& logits, const at::Tensor& targets) {
   return at::log_softmax(logits, -1).gather(1, targets.unsqueeze(1)).squeeze(1);  // (N,)
 }
 
+// hi + lo += x by TwoSum (Knuth): hi + lo carries the running sum to ~2^-106, so the rounded
+// total hi + lo does not depend on the order the terms came in. float32 gradients need no
+// `lo`: with 24-bit mantissas they add up exactly in a float64 `hi` (unless their sizes differ
+// by more than 2^29); float64 gradients would not.
+void add_compensated(at::Tensor& hi, at::Tensor& lo, const at::Tensor& x) {
+  auto s = hi + x;
+  auto x_part = s - hi;
+  lo.add_((hi - (s - x_part)) + (x - x_part));
+  hi.copy_(s);
+}
+
 }  // namespace
 
 policy_trainer::policy_trainer(CausalLM policy, trainer_settings settings)
@@ -65,8 +76,10 @@ policy_trainer::policy_trainer(CausalLM policy, trainer_settings settings)
   optimizer_ = std::make_unique<policy_optimizer>(policy_->parameters(), oo);
   schedule_ = lr_schedule{tr.lr_schedule, tr.lr, tr.warmup_steps, tr.total_steps, tr.min_lr_ratio};
   if (tr.deterministic_accumulation)
-    for (auto& p : policy_->parameters())
+    for (auto& p : policy_->parameters()) {
       grad64_.push_back(at::zeros_like(p, at::kDouble));
+      if (p.scalar_type() == at::kDouble) grad64_lo_.push_back(at::zeros_like(p, at::kDouble));
+    }
   policy_->train();
 }
 
@@ -101,13 +114,16 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   // Per-token generator data as (M, max_response) rows, row m = micro[m]. The model's
   // log-probs come out in pack order and are scattered into the same rows by to_rows().
   const int64_t M = b.samples, L = std::max<int64_t>(1, b.max_response);
-  std::vector<float> behav(M * L, 0.f), adv(M * L, 0.f);
+  // Advantages stay double until cast to the working dtype: a float64 trainer must not see a
+  // float32-rounded copy (1e-8 relative).
+  std::vector<float> behav(M * L, 0.f);
+  std::vector<double> adv(M * L, 0.0);
   std::vector<int32_t> stale(M * L, 0);
   for (int64_t m = 0; m < M; ++m) {
     const auto* s = micro[m];
     for (size_t j = 0; j < s->response.size(); ++j) {
       behav[m * L + j] = s->logprobs[j];
-      adv[m * L + j] = static_cast<float>(s->advantage);
+      adv[m * L + j] = s->advantage;
       int32_t d = version_ - s->versions[j];
       if (d < 0)
         throw std::invalid_argument("sample " + std::to_string(s->uid) +
@@ -157,7 +173,10 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
     for (size_t i = 0; i < params.size(); ++i) {
       auto& g = params[i].mutable_grad();
       if (!g.defined()) continue;
-      grad64_[i].add_(g.to(at::kDouble));
+      if (grad64_lo_.empty())
+        grad64_[i].add_(g.to(at::kDouble));
+      else
+        add_compensated(grad64_[i], grad64_lo_[i], g);
       g.zero_();
     }
   }
@@ -166,6 +185,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   loss_sum_ += out.loss.item<double>();
   kl_sum_ += st.kl_sum;
   clipped_ += st.clipped;
+  dual_clipped_ += st.dual_clipped;
   weight_sum_ += st.weight_sum;
   weight_min_ = tokens_ == 0 ? st.weight_min : std::min(weight_min_, st.weight_min);
   weight_max_ = tokens_ == 0 ? st.weight_max : std::max(weight_max_, st.weight_max);
@@ -176,13 +196,17 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   fb_ms_ += ms_since(t_start);
 }
 
+at::Tensor policy_trainer::accumulated(size_t i) const {
+  return grad64_lo_.empty() ? grad64_[i] : grad64_[i] + grad64_lo_[i];
+}
+
 std::vector<at::Tensor> policy_trainer::pending_gradient() const {
   const double norm = s_.algorithm.loss_agg == "token-mean" ? double(tokens_) : double(samples_);
   std::vector<at::Tensor> out;
   auto params = policy_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     if (!grad64_.empty())
-      out.push_back(grad64_[i] / norm);
+      out.push_back(accumulated(i) / norm);
     else
       out.push_back(params[i].grad().defined() ? params[i].grad().to(at::kDouble) / norm
                                                : at::zeros_like(params[i], at::kDouble));
@@ -200,12 +224,14 @@ update_stats policy_trainer::step() {
     for (size_t i = 0; i < params.size(); ++i) {
       auto& g = params[i].mutable_grad();
       if (!grad64_.empty()) {
-        auto scaled = (grad64_[i] / norm).to(at::kFloat);
+        // In the parameters' working dtype: float64 stays float64.
+        auto scaled = (accumulated(i) / norm).to(params[i].scalar_type());
         if (g.defined())
           g.copy_(scaled);
         else
           g = scaled;
         grad64_[i].zero_();
+        if (!grad64_lo_.empty()) grad64_lo_[i].zero_();
       } else if (g.defined()) {
         g.div_(norm);
       }
@@ -214,6 +240,9 @@ update_stats policy_trainer::step() {
   u.loss = loss_sum_ / norm;
   u.lr = schedule_.at(steps_taken_);
   auto outcome = optimizer_->step(u.lr, std::isfinite(u.loss));
+  // The next mini-batch accumulates from zero: backward() adds into .grad, which still holds
+  // this step's normalised gradient (the optimizer only clears it on a skipped step).
+  optimizer_->zero_grad();
   ++steps_taken_;
   if (!outcome.skipped) ++version_;
   u.grad_norm = outcome.grad_norm;
@@ -221,6 +250,7 @@ update_stats policy_trainer::step() {
   u.kl = tokens_ ? kl_sum_ / tokens_ : 0;
   u.entropy = tokens_ ? entropy_sum_ / tokens_ : 0;
   u.clip_frac = kept_ ? clipped_ / kept_ : 0;
+  u.clip_frac_lower = kept_ ? dual_clipped_ / kept_ : 0;
   u.imp_weight_min = weight_min_;
   u.imp_weight_max = weight_max_;
   u.imp_weight_mean = tokens_ ? weight_sum_ / tokens_ : 0;
@@ -231,7 +261,8 @@ update_stats policy_trainer::step() {
   u.staleness_max = staleness_max_;
   u.prox_time_ms = prox_ms_;
   u.forward_backward_ms = fb_ms_;
-  loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = weight_sum_ = weight_min_ = weight_max_ = 0;
+  loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
+  weight_min_ = weight_max_ = 0;
   tokens_ = kept_ = samples_ = processed_ = 0;
   staleness_max_ = 0;
   prox_ms_ = fb_ms_ = 0;

@@ -24,7 +24,10 @@ struct packed_batch;
 
 /// Metrics of one optimizer step (sums over its mini-batch, turned into means).
 struct update_stats {
-  double loss = 0, kl = 0, entropy = 0, clip_frac = 0;
+  double loss = 0, kl = 0, entropy = 0;
+  // Shares of kept tokens, counted apart as verl does: the clipped PPO term was the active loss
+  // (pg_clipfrac), and A < 0 with the dual clip -c A applied (pg_clipfrac_lower).
+  double clip_frac = 0, clip_frac_lower = 0;
   double imp_weight_min = 0, imp_weight_max = 0, imp_weight_mean = 0;
   int64_t masked_tokens = 0;  // dropped by the importance-weight cap
   int64_t tokens = 0;         // response tokens trained
@@ -86,11 +89,16 @@ class policy_trainer {
   rl::loss_config loss_cfg_;
   std::unique_ptr<policy_optimizer> optimizer_;
   lr_schedule schedule_;
-  std::vector<at::Tensor> grad64_;  // float64 accumulators (deterministic mode)
+  // The raw gradient sum of parameter i so far (float64), from the accumulators below.
+  at::Tensor accumulated(size_t i) const;
+
+  std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode)
+  std::vector<at::Tensor> grad64_lo_;  // float64 weights only: their TwoSum error terms
   int32_t version_ = 0;
   int64_t steps_taken_ = 0;
   // Accumulated over the current mini-batch.
-  double loss_sum_ = 0, kl_sum_ = 0, entropy_sum_ = 0, clipped_ = 0, weight_sum_ = 0;
+  double loss_sum_ = 0, kl_sum_ = 0, entropy_sum_ = 0, clipped_ = 0, dual_clipped_ = 0;
+  double weight_sum_ = 0;
   double weight_min_ = 0, weight_max_ = 0;
   int64_t tokens_ = 0, kept_ = 0, samples_ = 0, processed_ = 0;
   int32_t staleness_max_ = 0;

@@ -1,11 +1,13 @@
 // The tri-model trainer: micro-batch accumulation equals the full batch (Theorem 1,
 // Proposition 2), shared-prompt packing equals unpacked, rollout and trainer log-probs agree,
-// non-finite steps are skipped cleanly.
+// non-finite steps are skipped cleanly, the loglinear gradient and a float64 trainer match
+// hand-built references, and the clip metrics count the dual clip apart.
 
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <numeric>
 
@@ -355,22 +357,263 @@ TEST(Safety, BadInputIsAClearError) {
   EXPECT_THROW(t.step(), std::invalid_argument);  // nothing accumulated
 }
 
-TEST(Loglinear, TrainerUsesPerTokenVersionsOfPartialRollouts) {
-  // A partial rollout: tokens from versions 0 and 2 under a version-2 trainer: d = 2 then 0.
+// update_stats::clip_frac (verl pg_clipfrac) and clip_frac_lower (pg_clipfrac_lower) through
+// the trainer: ratios are set by hand through the behaviour log-probs (use_rollout_logprobs),
+// and both fractions are over the step's kept tokens.
+TEST(Metrics, ClipFractionsCountTheDualClipApart) {
+  auto st = settings("grpo");
+  st.algorithm.use_rollout_logprobs = true;  // logp_old = behaviour: r = exp(logp - behav)
+  st.algorithm.kl_coef = 0.0;
+  policy_trainer t(fresh_policy(), st);
+  std::vector<scored_sample> samples(2);
+  // A = +1: r = 1.5 (clipped), 1 (neither), 1 (neither).
+  // A = -1: r = 5 (dual clip, c = 3), 0.5 (clipped), 1 (neither), 2 (neither: r A is larger).
+  const std::vector<std::vector<double>> ratios{{1.5, 1.0, 1.0}, {5.0, 0.5, 1.0, 2.0}};
+  for (size_t i = 0; i < 2; ++i) {
+    auto& s = samples[i];
+    s.uid = i, s.index = static_cast<uint32_t>(i);
+    s.prompt = {1, 5, 7};
+    s.response = i == 0 ? std::vector<int32_t>{4, 9, 12} : std::vector<int32_t>{3, 8, 15, 6};
+    s.logprobs.assign(s.response.size(), 0.f);
+    s.versions.assign(s.response.size(), 0);
+    s.advantage = i == 0 ? 1.0 : -1.0;
+  }
+  auto cur = t.response_logprobs(*t.policy(), ptrs(samples)).to(at::kDouble);
+  int64_t k = 0;
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t j = 0; j < samples[i].response.size(); ++j, ++k)
+      samples[i].logprobs[j] = static_cast<float>(cur[k].item<double>() - std::log(ratios[i][j]));
+  t.begin_batch();
+  t.accumulate({&samples[0]});
+  t.accumulate({&samples[1]});
+  auto u = t.step();
+  EXPECT_EQ(u.tokens, 7);
+  EXPECT_EQ(u.masked_tokens, 0);
+  EXPECT_DOUBLE_EQ(u.clip_frac, 2.0 / 7);
+  EXPECT_DOUBLE_EQ(u.clip_frac_lower, 1.0 / 7);
+}
+
+// Log-probs (Lr,) of one response under `model`, in its dtype and with gradient, from a plain
+// causal forward of [prompt, response]: the logits at position Lp - 1 + j predict token j.
+at::Tensor plain_logprobs(CausalLMImpl& model, const scored_sample& s) {
+  std::vector<int64_t> ids(s.prompt.begin(), s.prompt.end());
+  ids.insert(ids.end(), s.response.begin(), s.response.end());
+  const auto T = static_cast<int64_t>(ids.size());
+  const auto Lp = static_cast<int64_t>(s.prompt.size());
+  const auto Lr = static_cast<int64_t>(s.response.size());
+  auto logits = model.forward(at::tensor(ids, at::kLong).view({1, T}),
+                              at::arange(T, at::kLong).view({1, T}))[0];  // (T, V)
+  auto targets = at::tensor(std::vector<int64_t>(s.response.begin(), s.response.end()), at::kLong);
+  return at::log_softmax(logits.narrow(0, Lp - 1, Lr), -1)
+      .gather(1, targets.unsqueeze(1))
+      .squeeze(1);
+}
+
+// (M, L) per-token grids of a batch, zero-padded, in `dtype`: the policy's log-probs (with
+// gradient, from plain forwards), behaviour log-probs, advantages and the response mask.
+struct token_grids {
+  at::Tensor logp, behav, adv, mask;
+};
+token_grids grids_of(CausalLMImpl& model, const std::vector<scored_sample>& b, at::ScalarType dt) {
+  int64_t L = 0;
+  for (auto& s : b)
+    L = std::max<int64_t>(L, static_cast<int64_t>(s.response.size()));
+  const auto M = static_cast<int64_t>(b.size());
+  std::vector<at::Tensor> rows;
+  auto behav = at::zeros({M, L}, at::kDouble), adv = at::zeros({M, L}, at::kDouble);
+  auto mask = at::zeros({M, L}, at::kBool);
+  for (int64_t m = 0; m < M; ++m) {
+    const auto& s = b[m];
+    const auto n = static_cast<int64_t>(s.response.size());
+    rows.push_back(at::constant_pad_nd(plain_logprobs(model, s), {0, L - n}));
+    for (int64_t j = 0; j < n; ++j) {
+      behav[m][j] = static_cast<double>(s.logprobs[j]);
+      adv[m][j] = s.advantage;  // the double advantage, not a float copy
+      mask[m][j] = true;
+    }
+  }
+  return {at::stack(rows), behav.to(dt), adv.to(dt), mask};
+}
+
+std::vector<at::Tensor> grads_of(CausalLMImpl& model) {
+  std::vector<at::Tensor> g;
+  for (auto& p : model.parameters())
+    g.push_back(p.grad().defined() ? p.grad().to(at::kDouble).clone()
+                                   : at::zeros_like(p, at::kDouble));
+  return g;
+}
+
+// Max over parameters of |a - b| - rtol |b|: <= atol means allclose(a, b, rtol, atol).
+double excess(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, double rtol) {
+  double worst = -1;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, ((a[i] - b[i]).abs() - rtol * b[i].abs()).max().item<double>());
+  return worst;
+}
+
+class LoglinearPrecision : public ::testing::TestWithParam<std::string> {};
+
+// The trainer's gradient with prox_logp = loglinear against one built by hand: a plain
+// forward, alpha_t = 0 (d_t = 0) or 1 / d_t per TOKEN of a partial rollout, the decoupled
+// surrogate of losses.hpp, token-mean, backward. Behaviour log-probs sit 0.6 nats off the
+// policy's, so r = exp(alpha (logp - behav)) lands inside or outside the clip range depending
+// on alpha: a per-sample d (every token gets the sample's max d) gives a very different
+// gradient, which the last assertion checks so this test cannot pass with per-sample d.
+TEST_P(LoglinearPrecision, TrainerUsesPerTokenVersionsOfPartialRollouts) {
+  const bool f64 = GetParam() == "float64";
   auto st = settings("decoupled");
   st.algorithm.prox_logp = "loglinear";
+  st.algorithm.kl_coef = 0.0;
+  st.trainer.precision = GetParam();
   policy_trainer t(fresh_policy(), st);
   t.set_version(2);
-  auto samples = make_samples(1, 2, 6, 0);
-  for (auto& s : samples)
-    for (size_t j = s.versions.size() / 2; j < s.versions.size(); ++j)
-      s.versions[j] = 2;
+  // Partial rollouts: the first third of each response from version 0, the next from 1, the
+  // rest from 2, so d = 2, 1, 0 along the response (per-sample max d = 2).
+  auto samples = make_samples(2, 3, 6, 0);
+  auto cur = t.response_logprobs(*t.policy(), ptrs(samples)).to(at::kDouble);
+  int64_t k = 0;
+  for (auto& s : samples) {
+    const size_t n = s.response.size();
+    for (size_t j = 0; j < n; ++j, ++k) {
+      s.versions[j] = j < n / 3 ? 0 : j < 2 * n / 3 ? 1 : 2;
+      s.logprobs[j] = static_cast<float>(cur[k].item<double>() + ((j + s.index) % 2 ? 0.6 : -0.6));
+    }
+  }
   t.begin_batch();
   t.accumulate(ptrs(samples));
+  auto got = t.pending_gradient();
+
+  const auto dt = f64 ? at::kDouble : at::kFloat;
+  auto reference = [&](bool per_token) {
+    auto model = fresh_policy();
+    model->to(dt);
+    auto g = grids_of(*model, samples, dt);
+    auto alpha = at::zeros(g.logp.sizes(), at::kDouble);
+    double tokens = 0;
+    for (size_t m = 0; m < samples.size(); ++m) {
+      const auto& s = samples[m];
+      int32_t dmax = 0;
+      for (auto v : s.versions)
+        dmax = std::max(dmax, t.version() - v);
+      for (size_t j = 0; j < s.response.size(); ++j, ++tokens) {
+        const int32_t d = per_token ? t.version() - s.versions[j] : dmax;
+        alpha[m][j] = d == 0 ? 0.0 : 1.0 / d;
+      }
+    }
+    alpha = alpha.to(dt);
+    auto prox = alpha * g.behav + (1.0 - alpha) * g.logp.detach();
+    auto terms = rl::decoupled_surrogate(g.logp, prox, g.behav, g.adv,
+                                         rl::clip_config{0.2, 0.2, 3.0}, /*cap=*/0.0);
+    ((terms.loss * g.mask).sum() / tokens).backward();
+    return grads_of(*model);
+  };
+  auto want = reference(/*per_token=*/true);
+  auto per_sample = reference(/*per_token=*/false);
+  // float32: the packed and the plain forward round differently, ~1e-6 absolute on entries up
+  // to ~0.5 after backward; float64: only double rounding is left (~1e-15).
+  const double rtol = f64 ? 1e-10 : 1e-5, atol = f64 ? 1e-13 : 1e-5;
+  EXPECT_LE(excess(got, want, rtol), atol);
+  const double gap = max_abs_diff(per_sample, want);
+  std::cout << "[loglinear] " << GetParam() << " per-token vs per-sample max |grad diff| " << gap
+            << ", trainer vs per-token " << max_abs_diff(got, want) << "\n";
+  double gmax = 0;
+  for (auto& w : want)
+    gmax = std::max(gmax, w.abs().max().item<double>());
+  EXPECT_GT(gap, 100 * (atol + rtol * gmax)) << "max |grad| " << gmax;
+
   auto u = t.step();
   EXPECT_EQ(u.staleness_max, 2);
   EXPECT_FALSE(u.skipped);
-  EXPECT_GE(u.prox_time_ms, 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Loglinear, LoglinearPrecision, ::testing::Values("float32", "float64"));
+
+// A float64 trainer stays float64 end to end: the pending gradient and two AdamW updates match
+// a float64 reference (plain forward, coupled loss at ratio 1, AdamW written out by hand) to
+// ~1e-12. Catches advantages rounded to float32 on the way into the loss, gradients cast to
+// float32 before the step, and a gradient of one step leaking into the next.
+TEST(Float64, GradientAndUpdatesMatchAFloat64Reference) {
+  auto st = settings("grpo");
+  st.algorithm.kl_coef = 0.0;
+  st.trainer.precision = "float64";
+  st.trainer.lr = 1e-2;
+  st.trainer.grad_clip = 1.0;
+  auto samples = make_samples(2, 3, 8);  // advantages are doubles with no float32 copy
+  policy_trainer t(fresh_policy(), st);
+  auto ref = fresh_policy();
+  ref->to(at::kDouble);
+  const auto& tr = st.trainer;
+  std::vector<at::Tensor> m1, m2;  // AdamW moments of the reference
+  for (auto& p : ref->parameters()) {
+    m1.push_back(at::zeros_like(p));
+    m2.push_back(at::zeros_like(p));
+  }
+  for (int step = 1; step <= 2; ++step) {
+    t.begin_batch();
+    t.accumulate({&samples[0], &samples[1]});
+    t.accumulate({&samples[2], &samples[3], &samples[4], &samples[5]});
+    auto got = t.pending_gradient();
+
+    ref->zero_grad();
+    auto g = grids_of(*ref, samples, at::kDouble);
+    auto s = rl::clipped_surrogate(g.logp - g.logp.detach(), g.adv, rl::clip_config{});
+    ((s.loss * g.mask).sum() / g.mask.sum().item<double>()).backward();
+    auto want = grads_of(*ref);
+    EXPECT_LE(max_abs_diff(got, want), 1e-13) << "step " << step;
+
+    auto u = t.step();
+    ASSERT_FALSE(u.skipped);
+    // policy_optimizer: global-norm clip, then AdamW (libtorch 1.13's formula, no decay).
+    double sq = 0;
+    for (auto& w : want)
+      sq += w.pow(2).sum().item<double>();
+    const double norm = std::sqrt(sq);
+    const double scale = norm > tr.grad_clip ? tr.grad_clip / (norm + 1e-6) : 1.0;
+    EXPECT_NEAR(u.grad_norm, norm, 1e-12 * norm);
+    at::NoGradGuard ng;
+    auto params = ref->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto gi = want[i] * scale;
+      m1[i].mul_(tr.beta1).add_(gi, 1 - tr.beta1);
+      m2[i].mul_(tr.beta2).addcmul_(gi, gi, 1 - tr.beta2);
+      auto denom = m2[i].sqrt() / std::sqrt(1 - std::pow(tr.beta2, step)) + 1e-8;
+      params[i].addcdiv_(m1[i], denom, -tr.lr / (1 - std::pow(tr.beta1, step)));
+    }
+    EXPECT_LE(max_abs_diff(snapshot(t.policy()), snapshot(ref)), 1e-12) << "step " << step;
+  }
+}
+
+// Each step's gradient is this mini-batch's alone: the gradient pending after a first step
+// equals that of a fresh trainer started from the first step's weights. Catches a gradient
+// left in the parameters' .grad by step() and added into the next mini-batch.
+TEST(Accumulation, EachStepStartsFromZeroGradients) {
+  for (bool deterministic : {true, false}) {
+    auto st = settings("grpo");
+    st.algorithm.kl_coef = 0.0;  // the fresh trainer's reference is other weights
+    st.trainer.deterministic_accumulation = deterministic;
+    auto a_batch = make_samples(2, 3, 12), b_batch = make_samples(2, 3, 13);
+    policy_trainer t(fresh_policy(), st);
+    t.begin_batch();
+    t.accumulate(ptrs(a_batch));
+    t.step();
+    t.begin_batch();
+    t.accumulate(ptrs(b_batch));
+    auto got = t.pending_gradient();
+
+    auto model = fresh_policy();
+    {
+      at::NoGradGuard ng;
+      auto from = t.policy()->parameters();
+      auto to = model->parameters();
+      for (size_t i = 0; i < to.size(); ++i)
+        to[i].copy_(from[i]);
+    }
+    policy_trainer fresh(model, st);
+    fresh.begin_batch();
+    fresh.accumulate(ptrs(b_batch));
+    EXPECT_LE(max_abs_diff(got, fresh.pending_gradient()), 1e-12)
+        << "deterministic_accumulation " << deterministic;
+  }
 }
 
 }  // namespace
