@@ -339,9 +339,9 @@ void on_watchdog(ctrl_ptr self) {
     st.watchdog_quiet_ticks = 0;
   } else if (++st.watchdog_quiet_ticks >= 4) {
     const auto timeout = st.args.env->cfg.runtime.progress_timeout_s;
-    auto head = "no optimizer step completed for " + std::to_string(timeout) +
-                " s (runtime.progress_timeout_s; last step " + std::to_string(st.last_step_no) +
-                "): ";
+    auto head = fmt::format(
+        "no optimizer step completed for {:g} s (runtime.progress_timeout_s; last step {}): ",
+        timeout, st.last_step_no);
     self->request(st.queue, std::chrono::seconds(5), stats_atom::value)
         .then([self, head](queue_stats& q) { shutdown(self, head + describe_wait(self, &q)); },
               [self, head](const caf::error&) {

@@ -57,6 +57,8 @@ struct queue_state {
     auto& mine = running_by_worker[worker];
     const auto n = adm->grant(std::min(want, worker_share() - mine));
     mine += n;
+    if (counters.window_granted.empty()) counters.window_granted.push_back(0);
+    counters.window_granted.back() += n;
     return n;
   }
 
@@ -204,6 +206,10 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         auto& st = self->state;
         st.counters.published_version = version;
         st.adm->on_sync();
+        if (st.counters.window_granted.empty()) st.counters.window_granted.push_back(0);
+        if (st.counters.window_carried.empty()) st.counters.window_carried.push_back(0);
+        st.counters.window_granted.push_back(0);
+        st.counters.window_carried.push_back(st.adm->carried());
         serve_credits(self);
       },
       [self](stats_atom) -> queue_stats { return self->state.stats(); },

@@ -223,6 +223,7 @@ void do_step(trainer_ptr self) {
   r.queue = st.last_queue;
   r.prox_version = st.prox_version;
   r.out_of_order_groups = st.acc.out_of_order;
+  r.clip_frac_lower = u.clip_frac_lower;
   const auto every = st.args.env->cfg.eval.every_steps;
   if (every > 0 && !st.args.test.empty() &&
       (st.step % every == 0 || st.step >= plan.total_steps)) {

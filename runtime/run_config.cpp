@@ -55,6 +55,14 @@ void run_config::bind(config_schema& s) {
   s.add_choice("sft.schedule", &sft.schedule, {"constant", "warmup", "cosine"},
                "learning-rate schedule");
   s.add("sft.log_every", &sft.log_every, "steps between log lines", positive_int());
+  s.add("sft.stop_at_accuracy", &sft.stop_at_accuracy,
+        "stop once greedy accuracy on sft.val_size held-out training examples reaches this "
+        "(checked every sft.eval_every steps); 0 = run all sft.steps",
+        in_range(0, 1));
+  s.add("sft.eval_every", &sft.eval_every, "steps between sft.stop_at_accuracy checks",
+        positive_int());
+  s.add("sft.val_size", &sft.val_size,
+        "training examples held out (not trained on) for sft.stop_at_accuracy", positive_int());
 
   s.add("rollout.n", &rollout.n, "responses per prompt (group size G)", positive_int());
   s.add("rollout.temperature", &rollout.temperature, "sampling temperature; 0 = greedy",

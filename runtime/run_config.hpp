@@ -59,6 +59,11 @@ struct sft_section {
   int64_t warmup_steps = 20;
   std::string schedule = "cosine";
   int64_t log_every = 25;
+  // Stop early once the greedy accuracy on a held-out slice of the training split reaches this
+  // (0 = off): the warm-start then has the same strength on every machine, whatever its BLAS.
+  double stop_at_accuracy = 0.0;
+  int64_t eval_every = 25;  // steps between those checks
+  int64_t val_size = 256;   // training examples held out for them (not trained on)
 };
 
 /// Sampling for rollouts (and for the sampled part of eval).

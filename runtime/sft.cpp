@@ -112,8 +112,20 @@ sft_report run_sft(const loaded_config& lc) {
                policy.config.num_parameters(), policy.config.num_hidden_layers,
                policy.config.hidden_size, cfg.runtime.device);
 
+  // sft.stop_at_accuracy: the last val_size training examples are held out to decide when.
+  std::vector<qa_example> val;
+  size_t n_train = data.train.size();
+  if (cfg.sft.stop_at_accuracy > 0) {
+    const auto v = static_cast<size_t>(cfg.sft.val_size);
+    if (v >= n_train)
+      throw std::runtime_error("sft.val_size (" + std::to_string(v) +
+                               ") must be smaller than the training split (" +
+                               std::to_string(n_train) + " examples)");
+    n_train -= v;
+    val.assign(data.train.begin() + static_cast<std::ptrdiff_t>(n_train), data.train.end());
+  }
   std::vector<encoded_example> examples;
-  for (size_t i = 0; i < data.train.size(); ++i) {
+  for (size_t i = 0; i < n_train; ++i) {
     encoded_example e;
     e.seq = encode_prompt(tok, data.train[i].question);
     e.prompt_len = static_cast<int64_t>(e.seq.size());
@@ -144,6 +156,12 @@ sft_report run_sft(const loaded_config& lc) {
   double tokens = 0, tail_loss = 0;
   int64_t tail_n = 0;
   const int64_t tail_from = cfg.sft.steps - std::max<int64_t>(1, cfg.sft.steps / 10);
+  double last_loss = NAN;
+  eval_options val_opts;
+  val_opts.max_new_tokens = cfg.eval.max_new_tokens;
+  val_opts.batch = cfg.eval.batch;
+  val_opts.seed = static_cast<uint64_t>(cfg.runtime.seed);
+  int64_t steps_run = cfg.sft.steps;
   for (int64_t step = 0; step < cfg.sft.steps; ++step) {
     std::vector<const encoded_example*> batch;
     for (auto i : sampler.next(static_cast<size_t>(cfg.sft.batch_size)))
@@ -160,15 +178,32 @@ sft_report run_sft(const loaded_config& lc) {
       spdlog::warn("sft: step {} skipped (loss {}, grad norm {})", step, lv, outcome.grad_norm);
     if (step == 0) rep.first_loss = lv;
     if (step >= tail_from) tail_loss += lv, ++tail_n;
+    last_loss = lv;
     progress.update(step + 1, {{"loss", lv},
                                {"lr", lr},
                                {"gnorm", outcome.grad_norm},
                                {"tok/s", tokens / std::max(1e-9, progress.elapsed_s())}});
+    if (!val.empty() && (step + 1) % cfg.sft.eval_every == 0) {
+      model.eval();
+      rep.val_accuracy = evaluate(policy.model.ptr(), tok, val, val_opts).pass1;
+      model.train();
+      if (rep.val_accuracy >= cfg.sft.stop_at_accuracy) {
+        steps_run = step + 1;
+        spdlog::info("sft: held-out greedy accuracy {:.3f} >= sft.stop_at_accuracy {:.3f} at step "
+                     "{}: stopping",
+                     rep.val_accuracy, cfg.sft.stop_at_accuracy, steps_run);
+        break;
+      }
+    }
   }
   progress.finish();
-  rep.steps = cfg.sft.steps;
+  if (!val.empty() && rep.val_accuracy < cfg.sft.stop_at_accuracy)
+    spdlog::warn("sft: held-out greedy accuracy {:.3f} never reached sft.stop_at_accuracy {:.3f} "
+                 "in {} steps",
+                 rep.val_accuracy, cfg.sft.stop_at_accuracy, cfg.sft.steps);
+  rep.steps = steps_run;
   rep.skipped_steps = opt.skipped_steps();
-  rep.final_loss = tail_n > 0 ? tail_loss / tail_n : NAN;
+  rep.final_loss = tail_n > 0 ? tail_loss / tail_n : last_loss;
   rep.seconds = progress.elapsed_s();
   rep.tokens_per_s = tokens / std::max(1e-9, rep.seconds);
 
@@ -194,6 +229,7 @@ sft_report run_sft(const loaded_config& lc) {
                            {"parameters", rep.parameters},
                            {"model_dir", rep.model_dir},
                            {"eval_accuracy", rep.eval.pass1},
+                           {"val_accuracy", rep.val_accuracy},
                            {"eval_questions", rep.eval.questions}};
   std::ofstream(fs::path(run_dir) / "sft_summary.json") << j.dump(2) << "\n";
   return rep;

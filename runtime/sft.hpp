@@ -19,6 +19,7 @@ struct sft_report {
   int64_t parameters = 0;
   std::string model_dir;
   eval_result eval;  // greedy pass@1 on the test split after training
+  double val_accuracy = -1;  // sft.stop_at_accuracy: the last held-out check; -1 = off
 };
 
 /// Supervised warm-start: next-token cross-entropy on the worked answers (response tokens

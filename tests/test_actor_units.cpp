@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/message_queue.hpp"
+#include "actors/reward.hpp"
 #include "actors/rollouter.hpp"
 #include "actors/synchronizer.hpp"
 #include "runtime/model.hpp"
@@ -513,6 +514,42 @@ TEST(QueueUnit, CreditsAreSharedAcrossWorkers) {
   ASSERT_TRUE(cs.run_until([&] { return got->size() == 2; }, 0));
   EXPECT_EQ(got->at(0), 2);
   EXPECT_EQ(got->at(1), 2);
+}
+
+TEST(RewardUnit, AStopThatOvertakesQueuedGroupsStillCountsThem) {
+  // The controller's stop used to overtake score messages still in the Reward's mailbox, so
+  // generated != trained + dropped + in flight. A stop now names how many groups were sent and
+  // is answered only once all of them have arrived.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({});
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, fake_queue(cs, log, 0)}));
+  auto counts = std::make_shared<std::optional<reward_counts>>();
+  auto group = [](uint64_t id) {
+    scored_group g;
+    g.group_id = id;
+    g.ground_truth = "3";
+    for (uint32_t k = 0; k < 2; ++k) {
+      scored_sample s;
+      s.uid = id * 2 + k;
+      s.index = k;
+      s.response = {};
+      g.samples.push_back(s);
+    }
+    return g;
+  };
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    // The stop is sent first and at high priority: it is handled before both groups.
+    self->request<caf::message_priority::high>(reward, caf::infinite, stop_atom::value,
+                                               int64_t{2})
+        .then([=](reward_counts& c) { *counts = c; });
+    self->send(reward, score_atom::value, group(0));
+    self->send(reward, score_atom::value, group(1));
+  });
+  ASSERT_TRUE(cs.run_until([&] { return counts->has_value(); }, 0));
+  EXPECT_EQ((*counts)->received, 2);
+  // Neither was scored after the stop: both are in flight, none forwarded.
+  EXPECT_EQ((*counts)->forwarded + (*counts)->in_progress, 2);
 }
 
 }  // namespace

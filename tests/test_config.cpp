@@ -175,4 +175,54 @@ TEST(Config, ShippedConfigsLoad) {
   }
 }
 
+// --- issue 9 -----------------------------------------------------------------------------
+
+TEST(Config, EtaBelowTheSyncWindowIsRefused) {
+  // k = 2: the second step of a window trains on groups one version old. eta = 0 would drop
+  // every one of them and the run could never finish that step.
+  auto msg = error_of("async_training:\n  mode: fully_async\n  trigger_parameter_sync_step: 2\n"
+                      "  max_staleness: 0\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:4: key 'async_training.max_staleness'")) << msg;
+  EXPECT_TRUE(contains(msg, "require_batches * trigger_parameter_sync_step - 1 (1)")) << msg;
+  // The boundary itself is fine, and so is eta off.
+  EXPECT_EQ(error_of("async_training:\n  mode: fully_async\n  trigger_parameter_sync_step: 2\n"
+                     "  max_staleness: 1\n"),
+            "");
+  EXPECT_EQ(error_of("", {"async_training.mode=fully_async", "async_training.require_batches=3",
+                          "async_training.max_staleness=-1"}),
+            "");
+  msg = error_of("", {"async_training.mode=fully_async", "async_training.require_batches=3",
+                      "async_training.max_staleness=1"});
+  EXPECT_TRUE(contains(msg, "(2)")) << msg;  // R k - 1 = 2, not 1: catches R ignored
+}
+
+TEST(Config, SyncQueueSmallerThanABatchIsRefused) {
+  // sync trains on whole batches: a queue that cannot hold one never fills.
+  auto msg = error_of("", {"async_training.mode=sync", "data.train_batch_size=16",
+                           "async_training.queue_capacity=15"});
+  EXPECT_TRUE(contains(msg, "key 'async_training.queue_capacity': must be 0 (automatic) or >= 16"))
+      << msg;
+  EXPECT_EQ(error_of("", {"async_training.mode=sync", "data.train_batch_size=16",
+                          "async_training.queue_capacity=16"}),
+            "");
+  // periodic streams, so a small queue only limits concurrency.
+  EXPECT_EQ(error_of("", {"async_training.mode=periodic", "data.train_batch_size=16",
+                          "async_training.queue_capacity=4"}),
+            "");
+}
+
+TEST(Config, StaleCoupledGrpoUsesTheRolloutLogprobs) {
+  // fully_async + the coupled loss: the generator's log-probs are the behaviour policy (verl);
+  // without them the ratio would start at 1 however stale the tokens are.
+  auto lc = load_config("", {"async_training.mode=fully_async", "algorithm.loss=grpo"});
+  EXPECT_TRUE(lc->cfg.algorithm.use_rollout_logprobs);
+  // On-policy modes keep the default (an old-policy forward, equal to the rollout's).
+  EXPECT_FALSE(load_config("", {"async_training.mode=periodic"})->cfg.algorithm.use_rollout_logprobs);
+  // An explicit false is refused, naming the key and the way out.
+  auto msg = error_of("algorithm:\n  loss: grpo\n  use_rollout_logprobs: false\n"
+                      "async_training:\n  mode: fully_async\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:3: key 'algorithm.use_rollout_logprobs': must be true")) << msg;
+  EXPECT_TRUE(contains(msg, "algorithm.loss=decoupled")) << msg;
+}
+
 }  // namespace

@@ -50,7 +50,7 @@ void expect_same(const scored_sample& a, const scored_sample& b) {
 }
 
 void expect_same(const scored_group& a, const scored_group& b) {
-  SAME(group_id), SAME(prompt_index), SAME(ground_truth), SAME(filtered);
+  SAME(group_id), SAME(prompt_index), SAME(ground_truth), SAME(filtered), SAME(worker);
   ASSERT_EQ(a.samples.size(), b.samples.size());
   for (size_t i = 0; i < a.samples.size(); ++i)
     expect_same(a.samples[i], b.samples[i]);
@@ -68,7 +68,9 @@ void expect_same(const rollout_progress& a, const rollout_progress& b) {
 void expect_same(const queue_stats& a, const queue_stats& b) {
   SAME(depth), SAME(running), SAME(received), SAME(delivered), SAME(dropped_stale),
       SAME(regenerated), SAME(abandoned), SAME(admitted_in_window), SAME(window_budget),
-      SAME(carried), SAME(capacity), SAME(published_version), SAME(max_delivered_staleness);
+      SAME(carried), SAME(capacity), SAME(published_version), SAME(max_delivered_staleness),
+      SAME(credit_requests_waiting), SAME(pull_waiting_min), SAME(admission_limit),
+      SAME(window_granted), SAME(window_carried);
 }
 
 void expect_same(const delivery& a, const delivery& b) {
@@ -79,7 +81,8 @@ void expect_same(const delivery& a, const delivery& b) {
 }
 
 void expect_same(const sync_report& a, const sync_report& b) {
-  SAME(version), SAME(time_ms), SAME(bytes), SAME(workers), SAME(ok), SAME(error);
+  SAME(version), SAME(time_ms), SAME(bytes), SAME(workers), SAME(ok), SAME(superseded),
+      SAME(error);
 }
 
 void expect_same(const step_report& a, const step_report& b) {
@@ -89,7 +92,9 @@ void expect_same(const step_report& a, const step_report& b) {
       SAME(accuracy), SAME(tokens_trained), SAME(tokens_processed), SAME(samples),
       SAME(stale_samples), SAME(staleness_max), SAME(partial_ratio), SAME(max_partial_span),
       SAME(groups_trained), SAME(filtered_groups), SAME(reward_failures), SAME(step_ms),
-      SAME(trainer_idle_ms), SAME(sync_time_ms), SAME(sync_bytes), SAME(params_checksum);
+      SAME(trainer_idle_ms), SAME(sync_time_ms), SAME(sync_bytes), SAME(params_checksum),
+      SAME(prox_version), SAME(out_of_order_groups), SAME(clip_frac_lower), SAME(eval_accuracy),
+      SAME(eval_time_s);
   expect_same(a.queue, b.queue);
 }
 
@@ -121,7 +126,8 @@ void expect_same(const weight_snapshot& a, const weight_snapshot& b) {
 void expect_same(const run_result& a, const run_result& b) {
   SAME(ok), SAME(error), SAME(steps), SAME(groups_generated), SAME(groups_trained),
       SAME(groups_dropped), SAME(groups_in_flight), SAME(groups_filtered), SAME(tokens_generated),
-      SAME(tokens_trained), SAME(syncs), SAME(wall_time_s), SAME(train_time_s);
+      SAME(tokens_trained), SAME(syncs), SAME(wall_time_s), SAME(train_time_s),
+      SAME(dispatched_by_version);
   ASSERT_EQ(a.rollouters.size(), b.rollouters.size());
   for (size_t i = 0; i < a.rollouters.size(); ++i)
     expect_same(a.rollouters[i], b.rollouters[i]);
@@ -146,12 +152,14 @@ scored_sample make_sample(uint64_t k) {
 scored_group make_group(uint64_t k) {
   scored_group g;
   g.group_id = (1ULL << 41) + k, g.prompt_index = 900 + k, g.filtered = true;
+  g.worker = 3 + static_cast<int32_t>(k);
   g.ground_truth = "\\boxed{42} \xe2\x88\x9a", g.samples = {make_sample(k), make_sample(k + 1)};
   return g;
 }
 
 queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113};
+  return {101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, "eta",
+          {116, 117}, {0, 118}};
 }
 
 std::shared_ptr<weight_blob> make_blob() {
@@ -174,7 +182,7 @@ run_result make_run_result() {
   r.ok = false, r.error = "trainer died", r.steps = 31, r.groups_generated = 32;
   r.groups_trained = 33, r.groups_dropped = 34, r.groups_in_flight = 35, r.groups_filtered = 36;
   r.tokens_generated = 37, r.tokens_trained = 38, r.syncs = 39, r.wall_time_s = 40.25;
-  r.train_time_s = 41.5, r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
+  r.train_time_s = 41.5, r.dispatched_by_version = {42, 0, 43}, r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
   r.reward = {51, 52, 53, 54, 55}, r.queue = make_queue_stats();
   r.trainer = {61, 62, 63, 64, 65, 66, 67, 68};
   r.final_weights = {17, make_blob()};
@@ -185,7 +193,8 @@ step_report make_step_report() {
   return {1,   2,  3.5,  4.5,  5.5,  6.5,  7.5,  8.5,
           9.5, 10, 11.5, true, 12.5, 13.5, 14.5, 15.5,
           16,  17, 18,   19,   20,   21.5, 22,   23,
-          24,  25, 26.5, 27.5, 28.5, 29,   30.5, make_queue_stats()};
+          24,  25, 26.5, 27.5, 28.5, 29,   30.5, make_queue_stats(),
+          31,  32, 33.5, 34.5, 35.5};
 }
 
 class Messages : public ::testing::Test {
@@ -265,7 +274,7 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
   check(rollout_progress{3, 1LL << 40, 55, 12.25, 0.125, 9, "paused"});
   check(make_queue_stats());
   check(delivery{{make_group(1), make_group(2)}, make_queue_stats()});
-  check(sync_report{14, 3.75, 1LL << 33, 4, false, "worker 2 unreachable"});
+  check(sync_report{14, 3.75, 1LL << 33, 4, false, true, "worker 2 unreachable"});
   check(make_step_report());
   check(rollout_counts{2, 71, 72, 73, 74});
   check(reward_counts{81, 82, 83, 84, 85});
