@@ -413,15 +413,11 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         arm_watchdog(self);
         return st.done;
       },
-      [self](prompts_atom, int64_t n, int32_t version) -> std::vector<prompt_task> {
+      [self](prompts_atom, int64_t n) -> std::vector<prompt_task> {
         auto& st = self->state;
         std::vector<prompt_task> out;
         if (st.shutting_down) return out;
         if (!st.first_dispatch) st.first_dispatch = clock::now();
-        auto& by_version = st.result.dispatched_by_version;
-        if (version >= 0 && static_cast<size_t>(version) >= by_version.size())
-          by_version.resize(static_cast<size_t>(version) + 1, 0);
-        if (version >= 0) by_version[static_cast<size_t>(version)] += n;
         for (int64_t i = 0; i < n; ++i)
           out.push_back(st.next_prompt());
         return out;

@@ -191,8 +191,7 @@ void request_work(self_ptr self) {
               st.credit_pending = false;
               return;
             }
-            self->request(st.args.controller, caf::infinite, prompts_atom::value, granted,
-                          st.gen->version())
+            self->request(st.args.controller, caf::infinite, prompts_atom::value, granted)
                 .then(
                     [self, granted](std::vector<prompt_task>& tasks) {
                       auto& st = self->state;

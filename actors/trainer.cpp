@@ -234,7 +234,7 @@ void do_step(trainer_ptr self) {
   r.eval_time_s = st.eval_time_s;
   self->send(st.args.controller, report_atom::value, r);
   st.acc = step_acc{};
-  st.step_start = now;
+  st.step_start = clock::now();  // the next step's time excludes this step's evaluation
   st.groups_in_step = 0;
   if (st.step >= plan.total_steps) {
     st.finished = true;

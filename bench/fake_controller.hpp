@@ -16,7 +16,7 @@ inline controller_actor fake_controller(caf::actor_system& sys) {
   return sys.spawn([](controller_actor::pointer) -> controller_actor::behavior_type {
     return {
         [](run_atom) -> run_result { return {}; },
-        [](prompts_atom, int64_t, int32_t) { return std::vector<prompt_task>{}; },
+        [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
         [](regen_atom, prompt_task&) {},
         [](progress_atom, rollout_progress&) {},
         [](report_atom, step_report&) {},

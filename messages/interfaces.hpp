@@ -58,8 +58,7 @@ using trainer_actor =
 /// Wires the roles, owns the data loader and the run's output, supervises the children.
 using controller_actor =
     caf::typed_actor<caf::replies_to<run_atom>::with<run_result>,
-                     // prompts for n groups; the asking rollouter's weight version
-                     caf::replies_to<prompts_atom, int64_t, int32_t>::with<std::vector<prompt_task>>,
+                     caf::replies_to<prompts_atom, int64_t>::with<std::vector<prompt_task>>,
                      caf::reacts_to<regen_atom, prompt_task>,
                      caf::reacts_to<progress_atom, rollout_progress>,
                      caf::reacts_to<report_atom, step_report>, caf::reacts_to<done_atom>,

@@ -26,9 +26,6 @@ struct run_result {
   int64_t syncs = 0;
   double wall_time_s = 0;
   double train_time_s = 0;  // from the first prompt to the last step
-  // Groups dispatched per weight version of the asking rollouter (index = version): lets a
-  // test count the groups of each staleness window independently of the queue's bookkeeping.
-  std::vector<int64_t> dispatched_by_version;
   std::vector<rollout_counts> rollouters;
   reward_counts reward;
   queue_stats queue;
@@ -41,7 +38,7 @@ typename Inspector::result_type inspect(Inspector& f, run_result& x) {
   return f(caf::meta::type_name("run_result"), x.ok, x.error, x.steps, x.groups_generated,
            x.groups_trained, x.groups_dropped, x.groups_in_flight, x.groups_filtered,
            x.tokens_generated, x.tokens_trained, x.syncs, x.wall_time_s, x.train_time_s,
-           x.dispatched_by_version, x.rollouters, x.reward, x.queue, x.trainer, x.final_weights);
+           x.rollouters, x.reward, x.queue, x.trainer, x.final_weights);
 }
 
 }  // namespace asyncrl

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark suite: installs what is missing, builds the benchmarks (Release), warm-starts the
 # demo model if there is none, runs every benchmark (each writes bench/results/<name>.json),
-# the end-to-end comparison of every mode, and writes bench/results/summary.md and PNG plots.
+# the end-to-end comparison of every mode and the time-to-accuracy comparison, and writes
+# bench/results/summary.md and PNG plots.
 #   scripts/bench.sh [--quick]      (--quick: a reduced suite, under 10 minutes on 2 cores)
 # Benchmarks run one after another: each one has the machine to itself.
 set -euo pipefail
@@ -57,6 +58,11 @@ bench sim_scale $QUICK
 
 step "e2e.py --model $MODEL $QUICK"
 /usr/bin/python3 bench/e2e.py --model "$MODEL" --out "$RES" $QUICK >/dev/null
+
+# Time to accuracy: every mode from one warm start, three RL seeds (about 40 minutes; --quick:
+# one seed, three modes, 20 steps).
+step "learning.py --warm $MODEL $QUICK"
+/usr/bin/python3 bench/learning.py --warm "$MODEL" --out "$RES" --runs-dir runs/learning $QUICK >/dev/null
 
 step "summarize"
 /usr/bin/python3 bench/summarize.py --results "$RES"

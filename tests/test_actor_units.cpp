@@ -37,7 +37,7 @@ controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
         auto next = std::make_shared<uint64_t>(0);
         return {
             [](run_atom) -> run_result { return {}; },
-            [next, prompt](prompts_atom, int64_t n, int32_t) {
+            [next, prompt](prompts_atom, int64_t n) {
               std::vector<prompt_task> out;
               for (int64_t i = 0; i < n; ++i) {
                 prompt_task t;
@@ -406,6 +406,34 @@ TEST(SynchronizerUnit, DrainHasItsOwnBoundApartFromTheLoadWatchdog) {
   ASSERT_EQ(reports->size(), 1u);
   EXPECT_FALSE(reports->at(1).ok);
   EXPECT_NE(reports->at(1).error.find("drain"), std::string::npos) << reports->at(1).error;
+}
+
+TEST(RollouterUnit, ResumeOfOneSyncArrivingAfterThePauseOfTheNextDoesNotWedgeIt) {
+  // Back-to-back syncs as a rollouter can see them: sync 1's resume arrives after sync 2's
+  // pause. Before the fix that late resume moved the rollouter to generating, where sync 2's
+  // load was deferred forever (and the run failed on the sync watchdog). Sent from one actor at
+  // one priority, so the order below is the order of arrival.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({});
+  auto r = cs.track(spawn_rollouter(
+      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 0),
+                               fake_reward(cs, log), fake_controller(cs, log, {1})}));
+  auto loaded = std::make_shared<std::vector<int32_t>>();
+  auto w1 = tiny_weights(env, 1, 2);
+  auto w2 = tiny_weights(env, 2, 3);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    auto on_load = [=](int32_t v) { loaded->push_back(v); };
+    self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});
+    self->request(r, caf::infinite, load_atom::value, w1).then(on_load);
+    self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});  // sync 2's pause
+    self->send(r, resume_atom::value);                                         // sync 1's resume
+    self->request(r, caf::infinite, load_atom::value, w2).then(on_load);
+    self->send(r, resume_atom::value);  // sync 2's resume
+  });
+  ASSERT_TRUE(cs.run_until([&] { return loaded->size() == 2; }, 0))
+      << "sync 2's load was never applied";
+  EXPECT_EQ(*loaded, (std::vector<int32_t>{1, 2}));
 }
 
 TEST(RollouterUnit, ResumeWithoutALoadContinuesUnderTheOldWeights) {

@@ -126,8 +126,7 @@ void expect_same(const weight_snapshot& a, const weight_snapshot& b) {
 void expect_same(const run_result& a, const run_result& b) {
   SAME(ok), SAME(error), SAME(steps), SAME(groups_generated), SAME(groups_trained),
       SAME(groups_dropped), SAME(groups_in_flight), SAME(groups_filtered), SAME(tokens_generated),
-      SAME(tokens_trained), SAME(syncs), SAME(wall_time_s), SAME(train_time_s),
-      SAME(dispatched_by_version);
+      SAME(tokens_trained), SAME(syncs), SAME(wall_time_s), SAME(train_time_s);
   ASSERT_EQ(a.rollouters.size(), b.rollouters.size());
   for (size_t i = 0; i < a.rollouters.size(); ++i)
     expect_same(a.rollouters[i], b.rollouters[i]);
@@ -182,7 +181,7 @@ run_result make_run_result() {
   r.ok = false, r.error = "trainer died", r.steps = 31, r.groups_generated = 32;
   r.groups_trained = 33, r.groups_dropped = 34, r.groups_in_flight = 35, r.groups_filtered = 36;
   r.tokens_generated = 37, r.tokens_trained = 38, r.syncs = 39, r.wall_time_s = 40.25;
-  r.train_time_s = 41.5, r.dispatched_by_version = {42, 0, 43}, r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
+  r.train_time_s = 41.5, r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
   r.reward = {51, 52, 53, 54, 55}, r.queue = make_queue_stats();
   r.trainer = {61, 62, 63, 64, 65, 66, 67, 68};
   r.final_weights = {17, make_blob()};
