@@ -170,7 +170,8 @@ void write_report(ctrl_ptr self, const step_report& r) {
   st.last_step = clock::now();
   st.last_step_no = r.step;
   if (st.first_dispatch)
-    st.result.train_time_s = std::chrono::duration<double>(st.last_step - *st.first_dispatch).count();
+    st.result.train_time_s =
+        std::chrono::duration<double>(st.last_step - *st.first_dispatch).count();
   if (st.metrics) *st.metrics << line << "\n" << std::flush;
   if (st.bar)
     st.bar->update(r.step,
@@ -323,7 +324,8 @@ std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
            ", dropped as stale so far " + std::to_string(q->dropped_stale) + ")";
   } else {
     s = "the trainer is not waiting on the message_queue (it is computing, or blocked on "
-        "something else); queue depth " + std::to_string(q->depth);
+        "something else); queue depth " +
+        std::to_string(q->depth);
   }
   for (auto& [w, p] : st.progress)
     s += "; rollouter " + std::to_string(w) + " is " + p.state + " at weight version " +

@@ -47,7 +47,8 @@ struct queue_state {
   /// take the whole window while the others wait.
   int64_t worker_share() const {
     const auto& p = adm->params();
-    const auto full = static_cast<int64_t>(std::floor((1.0 + p.staleness_threshold) * p.window + 1e-9));
+    const auto full =
+        static_cast<int64_t>(std::floor((1.0 + p.staleness_threshold) * p.window + 1e-9));
     const auto workers = std::max<int64_t>(1, args.env->cfg.rollout.num_workers);
     return std::max<int64_t>(1, (full + workers - 1) / workers);
   }

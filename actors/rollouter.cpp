@@ -341,18 +341,14 @@ rollouter_actor::behavior_type generating(self_ptr self) {
 rollouter_actor::behavior_type interrupted(self_ptr self) {
   return {
       [](start_atom) {},    [](gen_atom) {},  // a chunk queued before the pause: nothing to do now
-      already_paused(self), on_load(self), resume_when_paused(self), on_stop(self),
+      already_paused(self), on_load(self),   resume_when_paused(self), on_stop(self),
   };
 }
 
 rollouter_actor::behavior_type syncing(self_ptr self) {
   return {
-      [](start_atom) {},
-      [](gen_atom) {},
-      already_paused(self),
-      on_load(self),
-      resume_when_paused(self),
-      on_stop(self),
+      [](start_atom) {}, [](gen_atom) {},          already_paused(self),
+      on_load(self),     resume_when_paused(self), on_stop(self),
   };
 }
 

@@ -45,9 +45,9 @@ struct trainer_state {
   std::deque<scored_group> step_groups;
   std::vector<const scored_sample*> pending;
   int64_t step = 0, groups_in_step = 0, steps_in_sync = 0;
-  int32_t prox_version = 0;    // the weights in the old/proximal model
-  int64_t delivered = 0;       // groups received from the queue, all of them
-  double eval_time_s = 0;      // spent in eval.every_steps evaluations
+  int32_t prox_version = 0;      // the weights in the old/proximal model
+  int64_t delivered = 0;         // groups received from the queue, all of them
+  double eval_time_s = 0;        // spent in eval.every_steps evaluations
   CausalLM eval_model{nullptr};  // float32 copy of the policy for those evaluations
   // A stop waits for every group the queue delivered (see the interface).
   int64_t stop_expected = -1;
@@ -104,8 +104,8 @@ void consume(trainer_ptr self, const scored_group& g) {
   const auto& plan = st.args.env->plan;
   // old <- policy: in the on-policy modes at a sync (the weights that generated the batch); in
   // fully_async at the start of each local update (AReaL's proximal policy).
-  const bool update_start = plan.old_per_step ? st.step % plan.steps_per_update == 0
-                                              : st.steps_in_sync == 0;
+  const bool update_start =
+      plan.old_per_step ? st.step % plan.steps_per_update == 0 : st.steps_in_sync == 0;
   if (st.groups_in_step == 0 && update_start) {
     st.pt->begin_batch();
     st.prox_version = st.pt->version();
@@ -225,8 +225,7 @@ void do_step(trainer_ptr self) {
   r.out_of_order_groups = st.acc.out_of_order;
   r.clip_frac_lower = u.clip_frac_lower;
   const auto every = st.args.env->cfg.eval.every_steps;
-  if (every > 0 && !st.args.test.empty() &&
-      (st.step % every == 0 || st.step >= plan.total_steps)) {
+  if (every > 0 && !st.args.test.empty() && (st.step % every == 0 || st.step >= plan.total_steps)) {
     auto t0 = clock::now();
     r.eval_accuracy = evaluate_now(self);
     st.eval_time_s += ms_between(t0, clock::now()) / 1e3;
@@ -277,7 +276,8 @@ void pull_next(trainer_ptr self) {
     // sync: the whole batch must be generated and scored before training starts.
     min = max = plan.groups_per_sync;
   } else if (gathering(self)) {
-    min = max = plan.steps_per_update * plan.groups_per_step - static_cast<int64_t>(st.buffer.size());
+    min = max =
+        plan.steps_per_update * plan.groups_per_step - static_cast<int64_t>(st.buffer.size());
   }
   st.pulling = true;
   auto t0 = clock::now();

@@ -287,7 +287,7 @@ void cross_check(const loaded_config& lc) {
              "smaller eta drops every one of them and the run cannot progress");
   // The trainer waits for a whole batch (sync) or a whole local update (require_batches > 1):
   // a queue that cannot hold it never fills.
-  const int64_t whole = at.mode == "sync"        ? c.data.train_batch_size
+  const int64_t whole = at.mode == "sync" ? c.data.train_batch_size
                         : at.mode == "fully_async" && at.require_batches > 1
                             ? at.require_batches * mini
                             : 1;

@@ -154,8 +154,8 @@ struct runtime_section {
   std::string device = "cpu";  // cpu, cuda, cuda:N
   int64_t threads = 0;         // torch intra-op threads; 0 = all cores
   std::string log_level = "info";
-  bool eval_before = true;  // train: evaluate the starting model on the test split
-  bool eval_after = true;   // train: evaluate the final model on the test split
+  bool eval_before = true;           // train: evaluate the starting model on the test split
+  bool eval_after = true;            // train: evaluate the final model on the test split
   double progress_timeout_s = 1800;  // watchdog: no optimizer step for this long fails the run
 };
 

@@ -189,18 +189,20 @@ sft_report run_sft(const loaded_config& lc) {
       model.train();
       if (rep.val_accuracy >= cfg.sft.stop_at_accuracy) {
         steps_run = step + 1;
-        spdlog::info("sft: held-out greedy accuracy {:.3f} >= sft.stop_at_accuracy {:.3f} at step "
-                     "{}: stopping",
-                     rep.val_accuracy, cfg.sft.stop_at_accuracy, steps_run);
+        spdlog::info(
+            "sft: held-out greedy accuracy {:.3f} >= sft.stop_at_accuracy {:.3f} at step "
+            "{}: stopping",
+            rep.val_accuracy, cfg.sft.stop_at_accuracy, steps_run);
         break;
       }
     }
   }
   progress.finish();
   if (!val.empty() && rep.val_accuracy < cfg.sft.stop_at_accuracy)
-    spdlog::warn("sft: held-out greedy accuracy {:.3f} never reached sft.stop_at_accuracy {:.3f} "
-                 "in {} steps",
-                 rep.val_accuracy, cfg.sft.stop_at_accuracy, cfg.sft.steps);
+    spdlog::warn(
+        "sft: held-out greedy accuracy {:.3f} never reached sft.stop_at_accuracy {:.3f} "
+        "in {} steps",
+        rep.val_accuracy, cfg.sft.stop_at_accuracy, cfg.sft.steps);
   rep.steps = steps_run;
   rep.skipped_steps = opt.skipped_steps();
   rep.final_loss = tail_n > 0 ? tail_loss / tail_n : last_loss;

@@ -18,7 +18,7 @@ struct sft_report {
   double seconds = 0.0;
   int64_t parameters = 0;
   std::string model_dir;
-  eval_result eval;  // greedy pass@1 on the test split after training
+  eval_result eval;          // greedy pass@1 on the test split after training
   double val_accuracy = -1;  // sft.stop_at_accuracy: the last held-out check; -1 = off
 };
 

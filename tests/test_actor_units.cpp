@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
-#include <spdlog/spdlog.h>
 
 #include "actors/message_queue.hpp"
 #include "actors/reward.hpp"
@@ -323,7 +323,6 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
   EXPECT_EQ(log->regenerate[0].prompt, (std::vector<int32_t>{1, 5}));
 }
 
-
 // --- issue 9: defects found by reading the actors; each test failed before its fix ---------
 
 // Publishes `versions` back to back from one requester; the reports land in `out` by version.
@@ -352,7 +351,8 @@ TEST(SynchronizerUnit, BackToBackPublishesDoNotWedgeARealRollouter) {
       cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 0),
                                fake_reward(cs, log), fake_controller(cs, log, {1})}));
   auto sync = cs.track(spawn_synchronizer(
-      cs.sys(), synchronizer_args{env, {r}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      cs.sys(),
+      synchronizer_args{env, {r}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto reports = std::make_shared<std::map<int32_t, sync_report>>();
   publish_all(cs, sync, env, {1, 2}, reports);
   ASSERT_TRUE(cs.run_until([&] { return reports->size() == 2; }, 10));
@@ -369,7 +369,8 @@ TEST(SynchronizerUnit, SupersededPublishIsNotReportedAsASuccess) {
   auto env = tiny_env({});
   auto a = fake_rollouter(cs, log, "a", false);
   auto sync = cs.track(spawn_synchronizer(
-      cs.sys(), synchronizer_args{env, {a}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      cs.sys(),
+      synchronizer_args{env, {a}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto reports = std::make_shared<std::map<int32_t, sync_report>>();
   // v1 starts at once, v2 waits behind it, v3 replaces v2 before it starts.
   publish_all(cs, sync, env, {1, 2, 3}, reports);
@@ -390,7 +391,8 @@ TEST(SynchronizerUnit, DrainHasItsOwnBoundApartFromTheLoadWatchdog) {
   // failed the run.
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
-  auto env = tiny_env({"async_training.sync_timeout_ms=100", "async_training.drain_timeout_ms=5000"});
+  auto env =
+      tiny_env({"async_training.sync_timeout_ms=100", "async_training.drain_timeout_ms=5000"});
   auto slow = fake_rollouter(cs, log, "slow", /*hang=*/true);
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
@@ -427,7 +429,7 @@ TEST(RollouterUnit, ResumeOfOneSyncArrivingAfterThePauseOfTheNextDoesNotWedgeIt)
     self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});
     self->request(r, caf::infinite, load_atom::value, w1).then(on_load);
     self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});  // sync 2's pause
-    self->send(r, resume_atom::value);                                         // sync 1's resume
+    self->send(r, resume_atom::value);                                        // sync 1's resume
     self->request(r, caf::infinite, load_atom::value, w2).then(on_load);
     self->send(r, resume_atom::value);  // sync 2's resume
   });
@@ -495,7 +497,8 @@ TEST(RollouterUnit, CreditArrivingDuringADrainStartsNoNewTask) {
   auto log = std::make_shared<log_t>();
   auto held = std::make_shared<held_credits>();
   // No partial rollout: a pause drains. Room for two groups, one granted at once.
-  auto env = tiny_env({"rollout.max_new_tokens=12", "rollout.chunk_tokens=1", "rollout.max_batch=8"});
+  auto env =
+      tiny_env({"rollout.max_new_tokens=12", "rollout.chunk_tokens=1", "rollout.max_batch=8"});
   auto r = cs.track(spawn_rollouter(
       cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), holding_queue(cs, log, held),
                                fake_reward(cs, log), fake_controller(cs, log, {1, 10, 11})}));
@@ -529,8 +532,8 @@ TEST(QueueUnit, CreditsAreSharedAcrossWorkers) {
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
   // periodic: a window of B = 4 groups; each worker has room for 16 / G = 4.
-  auto env = tiny_env({"async_training.mode=periodic", "rollout.num_workers=2",
-                       "rollout.max_batch=16"});
+  auto env =
+      tiny_env({"async_training.mode=periodic", "rollout.num_workers=2", "rollout.max_batch=16"});
   auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1})}));
   auto got = std::make_shared<std::map<int32_t, int64_t>>();
   cs.sys().spawn([=](caf::event_based_actor* self) {
@@ -568,8 +571,7 @@ TEST(RewardUnit, AStopThatOvertakesQueuedGroupsStillCountsThem) {
   };
   cs.sys().spawn([=](caf::event_based_actor* self) {
     // The stop is sent first and at high priority: it is handled before both groups.
-    self->request<caf::message_priority::high>(reward, caf::infinite, stop_atom::value,
-                                               int64_t{2})
+    self->request<caf::message_priority::high>(reward, caf::infinite, stop_atom::value, int64_t{2})
         .then([=](reward_counts& c) { *counts = c; });
     self->send(reward, score_atom::value, group(0));
     self->send(reward, score_atom::value, group(1));

@@ -26,11 +26,16 @@ void PrintTo(const bandit_case& c, std::ostream* os) {
 class Bandit : public ::testing::TestWithParam<bandit_case> {};
 
 TEST_P(Bandit, RlFromAFreshModelFindsTheRewardedFirstToken) {
-  std::vector<std::string> o{"reward.function=prefix", "reward.prefix=#",
-                             "rollout.n=8",            "data.train_batch_size=8",
-                             "rollout.max_new_tokens=2", "rollout.max_batch=64",
-                             "rollout.chunk_tokens=1", "trainer.micro_batch_size=8",
-                             "trainer.lr=0.02",        "trainer.total_steps=40"};
+  std::vector<std::string> o{"reward.function=prefix",
+                             "reward.prefix=#",
+                             "rollout.n=8",
+                             "data.train_batch_size=8",
+                             "rollout.max_new_tokens=2",
+                             "rollout.max_batch=64",
+                             "rollout.chunk_tokens=1",
+                             "trainer.micro_batch_size=8",
+                             "trainer.lr=0.02",
+                             "trainer.total_steps=40"};
   o.insert(o.end(), GetParam().overrides.begin(), GetParam().overrides.end());
   auto lc = test::tiny_run_config(o);
   auto out = test::run_coordinated(lc->cfg);

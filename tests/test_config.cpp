@@ -180,8 +180,9 @@ TEST(Config, ShippedConfigsLoad) {
 TEST(Config, EtaBelowTheSyncWindowIsRefused) {
   // k = 2: the second step of a window trains on groups one version old. eta = 0 would drop
   // every one of them and the run could never finish that step.
-  auto msg = error_of("async_training:\n  mode: fully_async\n  trigger_parameter_sync_step: 2\n"
-                      "  max_staleness: 0\n");
+  auto msg = error_of(
+      "async_training:\n  mode: fully_async\n  trigger_parameter_sync_step: 2\n"
+      "  max_staleness: 0\n");
   EXPECT_TRUE(contains(msg, "c.yaml:4: key 'async_training.max_staleness'")) << msg;
   EXPECT_TRUE(contains(msg, "require_batches * trigger_parameter_sync_step - 1 (1)")) << msg;
   // The boundary itself is fine, and so is eta off.
@@ -217,10 +218,12 @@ TEST(Config, StaleCoupledGrpoUsesTheRolloutLogprobs) {
   auto lc = load_config("", {"async_training.mode=fully_async", "algorithm.loss=grpo"});
   EXPECT_TRUE(lc->cfg.algorithm.use_rollout_logprobs);
   // On-policy modes keep the default (an old-policy forward, equal to the rollout's).
-  EXPECT_FALSE(load_config("", {"async_training.mode=periodic"})->cfg.algorithm.use_rollout_logprobs);
+  EXPECT_FALSE(
+      load_config("", {"async_training.mode=periodic"})->cfg.algorithm.use_rollout_logprobs);
   // An explicit false is refused, naming the key and the way out.
-  auto msg = error_of("algorithm:\n  loss: grpo\n  use_rollout_logprobs: false\n"
-                      "async_training:\n  mode: fully_async\n");
+  auto msg = error_of(
+      "algorithm:\n  loss: grpo\n  use_rollout_logprobs: false\n"
+      "async_training:\n  mode: fully_async\n");
   EXPECT_TRUE(contains(msg, "c.yaml:3: key 'algorithm.use_rollout_logprobs': must be true")) << msg;
   EXPECT_TRUE(contains(msg, "algorithm.loss=decoupled")) << msg;
 }

@@ -81,8 +81,7 @@ void expect_same(const delivery& a, const delivery& b) {
 }
 
 void expect_same(const sync_report& a, const sync_report& b) {
-  SAME(version), SAME(time_ms), SAME(bytes), SAME(workers), SAME(ok), SAME(superseded),
-      SAME(error);
+  SAME(version), SAME(time_ms), SAME(bytes), SAME(workers), SAME(ok), SAME(superseded), SAME(error);
 }
 
 void expect_same(const step_report& a, const step_report& b) {
@@ -157,8 +156,8 @@ scored_group make_group(uint64_t k) {
 }
 
 queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, "eta",
-          {116, 117}, {0, 118}};
+  return {101, 102, 103, 104, 105, 106, 107,   108,        109,
+          110, 111, 112, 113, 114, 115, "eta", {116, 117}, {0, 118}};
 }
 
 std::shared_ptr<weight_blob> make_blob() {

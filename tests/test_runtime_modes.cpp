@@ -35,8 +35,11 @@ void expect_nothing_lost(const run_result& r) {
 TEST(RuntimeModes, PeriodicEqualsSyncAfterThreeSteps) {
   // Forced response lengths that vary per sample (the same in both runs): groups finish out of
   // group_id order, so periodic really consumes them in another order than sync.
-  const std::vector<std::string> lengths{"workload.lengths=lognormal", "workload.median=4",
-                                         "workload.sigma=1", "workload.min=1", "workload.max=24",
+  const std::vector<std::string> lengths{"workload.lengths=lognormal",
+                                         "workload.median=4",
+                                         "workload.sigma=1",
+                                         "workload.min=1",
+                                         "workload.max=24",
                                          "rollout.max_new_tokens=24"};
   auto with = [&](std::vector<std::string> o) {
     o.insert(o.end(), lengths.begin(), lengths.end());
@@ -263,10 +266,10 @@ TEST(RuntimeModes, RequireBatchesGathersALocalUpdateUnderOneProximalPolicy) {
   // verl: require_batches mini-batches are gathered before the local update's first optimizer
   // step, and the proximal policy is the weights at the update's start. Before the fix the
   // proximal policy moved at every step (prox_version 0, 1, 2, 3).
-  auto lc = tiny_run_config(
-      {"async_training.mode=fully_async", "async_training.require_batches=2",
-       "async_training.staleness_threshold=1", "trainer.ppo_mini_batch_size=1",
-       "algorithm.loss=decoupled", "algorithm.prox_logp=recompute", "trainer.total_steps=4"});
+  auto lc = tiny_run_config({"async_training.mode=fully_async", "async_training.require_batches=2",
+                             "async_training.staleness_threshold=1",
+                             "trainer.ppo_mini_batch_size=1", "algorithm.loss=decoupled",
+                             "algorithm.prox_logp=recompute", "trainer.total_steps=4"});
   auto out = run_coordinated(lc->cfg);
   ASSERT_TRUE(out.finished && out.result.ok) << out.result.error;
   std::vector<int> prox;
@@ -291,4 +294,3 @@ TEST(RuntimeModes, BothRolloutersShareTheWindow) {
 }
 
 }  // namespace
-
