@@ -229,6 +229,7 @@ void run_chunk(self_ptr self) {
       return;
     }
     enter(self, "idle", idle(self));
+    push_progress(self);  // the controller's view (and its watchdog's report) shows the idle
     request_work(self);
     return;
   }
@@ -365,6 +366,7 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         enter(self, "generating", generating(self));
         if (st.gen->idle()) {
           enter(self, "idle", idle(self));
+          push_progress(self);
           request_work(self);
           return;
         }

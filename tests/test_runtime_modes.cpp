@@ -258,6 +258,8 @@ TEST(RuntimeModes, AStalledRunFailsLoudlyInsteadOfHanging) {
   EXPECT_NE(out.result.error.find("the trainer waits on the message_queue"), std::string::npos)
       << out.result.error;
   EXPECT_NE(out.result.error.find("dropped as stale"), std::string::npos) << out.result.error;
+  // The rollouter is idle, waiting for credit, not generating.
+  EXPECT_NE(out.result.error.find("rollouter 0 is idle"), std::string::npos) << out.result.error;
   EXPECT_LT(out.result.steps, 4);
   expect_nothing_lost(out.result);
 }
