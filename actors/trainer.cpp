@@ -91,11 +91,9 @@ double evaluate_now(trainer_ptr self) {
   }
   load_snapshot(*st.eval_model, snapshot_weights(*st.pt->policy(), st.pt->version()),
                 /*alias=*/false);
-  eval_options eo;
-  eo.max_new_tokens = cfg.eval.max_new_tokens;
-  eo.batch = cfg.eval.batch;
-  eo.seed = static_cast<uint64_t>(cfg.runtime.seed);
-  return evaluate(st.eval_model.ptr(), st.args.env->tokenizer, st.args.test, eo).pass1;
+  return evaluate(st.eval_model.ptr(), st.args.env->tokenizer, st.args.test,
+                  greedy_eval_options(cfg.eval, cfg.runtime.seed))
+      .pass1;
 }
 
 // Streams one group into the current step: one micro-batch per chunk of the group.

@@ -8,6 +8,7 @@
 #include "runtime/model.hpp"
 #include "runtime/prompting.hpp"
 #include "runtime/reward.hpp"
+#include "runtime/run_config.hpp"
 
 namespace asyncrl {
 
@@ -71,6 +72,15 @@ eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& 
   model->train(was_training);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+eval_options greedy_eval_options(const eval_section& e, int64_t seed) {
+  eval_options eo;
+  eo.samples = 1;
+  eo.max_new_tokens = e.max_new_tokens;
+  eo.batch = e.batch;
+  eo.seed = static_cast<uint64_t>(seed);
+  return eo;
 }
 
 }  // namespace asyncrl

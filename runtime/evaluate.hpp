@@ -11,6 +11,7 @@
 namespace asyncrl {
 
 class CausalLMImpl;
+struct eval_section;
 
 struct eval_options {
   int64_t samples = 1;  // > 1 adds mean@N with `sampling`
@@ -28,6 +29,10 @@ struct eval_result {
   double mean_response_tokens = 0.0;  // of the greedy pass
   double seconds = 0.0;
 };
+
+/// Greedy-only options from the config's eval section (the run's seed for the sampled pass):
+/// the same settings for the warm start's checks, a run's before/after and in-run evaluations.
+eval_options greedy_eval_options(const eval_section& e, int64_t seed);
 
 /// Greedy pass@1 (and mean@N when samples > 1) on `data`, scored by the rule-based reward.
 eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& tok,

@@ -157,10 +157,7 @@ sft_report run_sft(const loaded_config& lc) {
   int64_t tail_n = 0;
   const int64_t tail_from = cfg.sft.steps - std::max<int64_t>(1, cfg.sft.steps / 10);
   double last_loss = NAN;
-  eval_options val_opts;
-  val_opts.max_new_tokens = cfg.eval.max_new_tokens;
-  val_opts.batch = cfg.eval.batch;
-  val_opts.seed = static_cast<uint64_t>(cfg.runtime.seed);
+  const auto val_opts = greedy_eval_options(cfg.eval, cfg.runtime.seed);
   int64_t steps_run = cfg.sft.steps;
   for (int64_t step = 0; step < cfg.sft.steps; ++step) {
     std::vector<const encoded_example*> batch;
@@ -213,12 +210,7 @@ sft_report run_sft(const loaded_config& lc) {
   save_model_dir(rep.model_dir, model, &tok);
   spdlog::info("sft: wrote {}", rep.model_dir);
 
-  eval_options eo;
-  eo.samples = 1;
-  eo.max_new_tokens = cfg.eval.max_new_tokens;
-  eo.batch = cfg.eval.batch;
-  eo.seed = static_cast<uint64_t>(cfg.runtime.seed);
-  rep.eval = evaluate(policy.model.ptr(), tok, data.test, eo);
+  rep.eval = evaluate(policy.model.ptr(), tok, data.test, val_opts);
   spdlog::info("sft: greedy accuracy {:.3f} on {} test questions", rep.eval.pass1,
                rep.eval.questions);
 

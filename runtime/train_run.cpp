@@ -71,15 +71,6 @@ nlohmann::ordered_json summarize(const run_result& r) {
 
 namespace {
 
-eval_options eval_settings(const run_config& cfg) {
-  eval_options eo;
-  eo.samples = 1;
-  eo.max_new_tokens = cfg.eval.max_new_tokens;
-  eo.batch = cfg.eval.batch;
-  eo.seed = static_cast<uint64_t>(cfg.runtime.seed);
-  return eo;
-}
-
 void check_lengths(const task_data& d, const char_tokenizer& tok, const run_config& cfg,
                    const model_config& m) {
   for (size_t i = 0; i < d.train.size(); ++i) {
@@ -116,7 +107,8 @@ int run_train_command(const loaded_config& lc) {
 
   nlohmann::ordered_json summary;
   if (cfg.runtime.eval_before) {
-    auto e = evaluate(policy.model.ptr(), tok, data.test, eval_settings(cfg));
+    auto e = evaluate(policy.model.ptr(), tok, data.test,
+                      greedy_eval_options(cfg.eval, cfg.runtime.seed));
     summary["initial_eval_accuracy"] = e.pass1;
     spdlog::info("train: initial greedy accuracy {:.4f} on {} test questions", e.pass1,
                  e.questions);
@@ -161,7 +153,8 @@ int run_train_command(const loaded_config& lc) {
     summary["params_sha256"] = params_sha256(*policy.model);
     summary["final_model"] = final_dir;
     if (cfg.runtime.eval_after) {
-      auto e = evaluate(policy.model.ptr(), tok, data.test, eval_settings(cfg));
+      auto e = evaluate(policy.model.ptr(), tok, data.test,
+                        greedy_eval_options(cfg.eval, cfg.runtime.seed));
       summary["final_eval_accuracy"] = e.pass1;
       spdlog::info("train: final greedy accuracy {:.4f} on {} test questions", e.pass1,
                    e.questions);
