@@ -17,9 +17,9 @@
 #include "actors/rollouter.hpp"
 #include "actors/synchronizer.hpp"
 #include "actors/trainer.hpp"
-#include "runtime/progress.hpp"
-#include "runtime/prompting.hpp"
-#include "runtime/rng.hpp"
+#include "runtime/common/progress.hpp"
+#include "runtime/task/prompting.hpp"
+#include "runtime/common/rng.hpp"
 
 namespace asyncrl {
 

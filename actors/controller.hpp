@@ -13,7 +13,7 @@
 
 #include "actors/env.hpp"
 #include "messages/interfaces.hpp"
-#include "runtime/dataset.hpp"
+#include "runtime/task/dataset.hpp"
 
 namespace asyncrl {
 

@@ -5,11 +5,11 @@
 
 #include <memory>
 
-#include "runtime/model_config.hpp"
-#include "runtime/reward.hpp"
-#include "runtime/run_config.hpp"
-#include "runtime/schedule.hpp"
-#include "runtime/tokenizer.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/task/reward.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/scheduling/schedule.hpp"
+#include "runtime/model/tokenizer.hpp"
 
 namespace asyncrl {
 

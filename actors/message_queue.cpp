@@ -10,7 +10,7 @@
 #include <map>
 #include <optional>
 
-#include "runtime/admission.hpp"
+#include "runtime/scheduling/admission.hpp"
 
 namespace asyncrl {
 

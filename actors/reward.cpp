@@ -8,8 +8,8 @@
 #include <map>
 #include <optional>
 
-#include "runtime/advantages.hpp"
-#include "runtime/reward.hpp"
+#include "runtime/train/advantages.hpp"
+#include "runtime/task/reward.hpp"
 
 namespace asyncrl {
 

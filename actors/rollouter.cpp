@@ -7,10 +7,10 @@
 #include <map>
 
 #include "actors/errors.hpp"
-#include "runtime/generator.hpp"
-#include "runtime/model.hpp"
-#include "runtime/weight_sync.hpp"
-#include "runtime/workload.hpp"
+#include "runtime/generation/generator.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/model/weight_sync.hpp"
+#include "runtime/scheduling/workload.hpp"
 
 namespace asyncrl {
 

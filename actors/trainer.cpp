@@ -8,10 +8,10 @@
 #include <optional>
 
 #include "actors/errors.hpp"
-#include "runtime/evaluate.hpp"
-#include "runtime/model_io.hpp"
-#include "runtime/policy_trainer.hpp"
-#include "runtime/weight_sync.hpp"
+#include "runtime/task/evaluate.hpp"
+#include "runtime/model/model_io.hpp"
+#include "runtime/train/policy_trainer.hpp"
+#include "runtime/model/weight_sync.hpp"
 
 namespace asyncrl {
 

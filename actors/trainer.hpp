@@ -11,7 +11,7 @@
 
 #include "actors/env.hpp"
 #include "messages/interfaces.hpp"
-#include "runtime/dataset.hpp"
+#include "runtime/task/dataset.hpp"
 
 namespace asyncrl {
 

@@ -12,11 +12,11 @@
 #include <ATen/Parallel.h>
 
 #include "bench/bench_util.hpp"
-#include "runtime/generator.hpp"
-#include "runtime/model.hpp"
-#include "runtime/run_config.hpp"
-#include "runtime/tokenizer.hpp"
-#include "runtime/workload.hpp"
+#include "runtime/generation/generator.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/model/tokenizer.hpp"
+#include "runtime/scheduling/workload.hpp"
 
 using namespace asyncrl;
 

@@ -6,9 +6,9 @@
 #include <ATen/Parallel.h>
 
 #include "bench/bench_util.hpp"
-#include "runtime/policy_trainer.hpp"
-#include "runtime/rng.hpp"
-#include "runtime/tokenizer.hpp"
+#include "runtime/train/policy_trainer.hpp"
+#include "runtime/common/rng.hpp"
+#include "runtime/model/tokenizer.hpp"
 
 using namespace asyncrl;
 

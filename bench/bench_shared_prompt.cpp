@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "bench/bench_util.hpp"
-#include "runtime/policy_trainer.hpp"
-#include "runtime/tokenizer.hpp"
+#include "runtime/train/policy_trainer.hpp"
+#include "runtime/model/tokenizer.hpp"
 
 using namespace asyncrl;
 

@@ -8,8 +8,8 @@
 //   build/bench/bench_sim_scale [--quick] [--out bench/results/sim_scale.json]
 
 #include "bench/bench_util.hpp"
-#include "runtime/run_config.hpp"
-#include "runtime/simulator.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/scheduling/simulator.hpp"
 
 using namespace asyncrl;
 

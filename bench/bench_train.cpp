@@ -7,10 +7,10 @@
 #include <torch/nn/functional/loss.h>
 
 #include "bench/bench_util.hpp"
-#include "runtime/model.hpp"
-#include "runtime/optimizer.hpp"
-#include "runtime/run_config.hpp"
-#include "runtime/tokenizer.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/train/optimizer.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/model/tokenizer.hpp"
 
 using namespace asyncrl;
 

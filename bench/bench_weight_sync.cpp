@@ -17,8 +17,8 @@
 #include "bench/bench_util.hpp"
 #include "bench/fake_controller.hpp"
 #include "messages/type_ids.hpp"
-#include "runtime/model.hpp"
-#include "runtime/weight_sync.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/model/weight_sync.hpp"
 
 using namespace asyncrl;
 

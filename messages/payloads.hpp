@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/samples.hpp"
+#include "runtime/train/samples.hpp"
 
 namespace asyncrl {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "messages/run_result.hpp"
-#include "runtime/run_config.hpp"
+#include "runtime/config/run_config.hpp"
 
 namespace caf::scheduler {
 class test_coordinator;

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <vector>
 
-#include "runtime/rng.hpp"
+#include "runtime/common/rng.hpp"
 
 namespace asyncrl::test {
 

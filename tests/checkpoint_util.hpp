@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "runtime/model_config.hpp"
-#include "runtime/safetensors.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/safetensors.hpp"
 
 namespace asyncrl::test {
 

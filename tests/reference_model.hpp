@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model_config.hpp"
-#include "runtime/safetensors.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/safetensors.hpp"
 
 namespace asyncrl::test {
 

@@ -11,8 +11,8 @@
 #include "actors/reward.hpp"
 #include "actors/rollouter.hpp"
 #include "actors/synchronizer.hpp"
-#include "runtime/model.hpp"
-#include "runtime/weight_sync.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/model/weight_sync.hpp"
 #include "tests/actor_harness.hpp"
 
 using namespace asyncrl;

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/admission.hpp"
+#include "runtime/scheduling/admission.hpp"
 
 namespace asyncrl {
 namespace {

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/model_io.hpp"
-#include "runtime/prompting.hpp"
+#include "runtime/model/model_io.hpp"
+#include "runtime/task/prompting.hpp"
 #include "tests/checkpoint_util.hpp"
 #include "tests/test_util.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/run_config.hpp"
+#include "runtime/config/run_config.hpp"
 #include "tests/test_util.hpp"
 
 using namespace asyncrl;

@@ -1,4 +1,4 @@
-#include "runtime/dataset.hpp"
+#include "runtime/task/dataset.hpp"
 
 #include <gtest/gtest.h>
 

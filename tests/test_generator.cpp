@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <map>
 
-#include "runtime/generator.hpp"
-#include "runtime/model.hpp"
-#include "runtime/sampler.hpp"
+#include "runtime/generation/generator.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/generation/sampler.hpp"
 #include "tests/tiny_model.hpp"
 
 using namespace asyncrl;

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "runtime/advantages.hpp"
-#include "runtime/losses.hpp"
+#include "runtime/train/advantages.hpp"
+#include "runtime/train/losses.hpp"
 
 using namespace asyncrl;
 using namespace asyncrl::rl;

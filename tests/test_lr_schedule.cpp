@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "runtime/lr_schedule.hpp"
+#include "runtime/train/lr_schedule.hpp"
 
 using asyncrl::lr_schedule;
 

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
-#include "runtime/model_io.hpp"
-#include "runtime/safetensors.hpp"
+#include "runtime/model/model_io.hpp"
+#include "runtime/model/safetensors.hpp"
 #include "tests/checkpoint_util.hpp"
 #include "tests/reference_model.hpp"
 #include "tests/test_util.hpp"

@@ -11,10 +11,10 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/losses.hpp"
-#include "runtime/model.hpp"
-#include "runtime/policy_trainer.hpp"
-#include "runtime/rng.hpp"
+#include "runtime/train/losses.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/train/policy_trainer.hpp"
+#include "runtime/common/rng.hpp"
 #include "tests/tiny_model.hpp"
 
 using namespace asyncrl;

@@ -11,11 +11,11 @@
 #include <iostream>
 #include <numeric>
 
-#include "runtime/generator.hpp"
-#include "runtime/model.hpp"
-#include "runtime/packing.hpp"
-#include "runtime/policy_trainer.hpp"
-#include "runtime/rng.hpp"
+#include "runtime/generation/generator.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/train/packing.hpp"
+#include "runtime/train/policy_trainer.hpp"
+#include "runtime/common/rng.hpp"
 #include "tests/tiny_model.hpp"
 
 using namespace asyncrl;

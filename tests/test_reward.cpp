@@ -1,4 +1,4 @@
-#include "runtime/reward.hpp"
+#include "runtime/task/reward.hpp"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <set>
 
-#include "runtime/rng.hpp"
+#include "runtime/common/rng.hpp"
 
 using namespace asyncrl;
 

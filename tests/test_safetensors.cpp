@@ -1,4 +1,4 @@
-#include "runtime/safetensors.hpp"
+#include "runtime/model/safetensors.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/run_config.hpp"
-#include "runtime/simulator.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/scheduling/simulator.hpp"
 
 using namespace asyncrl;
 

@@ -1,4 +1,4 @@
-#include "runtime/task_arith.hpp"
+#include "runtime/task/task_arith.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/reward.hpp"
-#include "runtime/tokenizer.hpp"
+#include "runtime/task/reward.hpp"
+#include "runtime/model/tokenizer.hpp"
 
 namespace asyncrl {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/tokenizer.hpp"
+#include "runtime/model/tokenizer.hpp"
 
 #include <gtest/gtest.h>
 

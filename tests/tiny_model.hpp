@@ -2,7 +2,7 @@
 
 // A tiny Qwen2-style config shared by the tensor tests.
 
-#include "runtime/model_config.hpp"
+#include "runtime/model/model_config.hpp"
 
 namespace asyncrl::test {
 

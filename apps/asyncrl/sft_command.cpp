@@ -1,0 +1,232 @@
+#include "apps/asyncrl/sft_command.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "runtime/train/lr_schedule.hpp"
+#include "runtime/model/model_io.hpp"
+#include "runtime/train/optimizer.hpp"
+#include "runtime/common/progress.hpp"
+#include "runtime/task/prompting.hpp"
+#include "runtime/common/rng.hpp"
+#include "runtime/config/run_config.hpp"
+#include "apps/asyncrl/run_setup.hpp"
+#include "runtime/task/task_data.hpp"
+
+namespace asyncrl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct encoded_example {
+  std::vector<int32_t> seq;  // prompt + response
+  int64_t prompt_len = 0;
+};
+
+// Epoch-wise shuffled order from our own stream, so the batches are the same everywhere.
+class batch_sampler {
+ public:
+  batch_sampler(size_t n, uint64_t seed) : order_(n), rng_(seed, 0x5f7, 0) { reshuffle(); }
+  std::vector<size_t> next(size_t b) {
+    std::vector<size_t> out;
+    while (out.size() < b) {
+      if (at_ == order_.size()) reshuffle();
+      out.push_back(order_[at_++]);
+    }
+    return out;
+  }
+
+ private:
+  void reshuffle() {
+    std::iota(order_.begin(), order_.end(), 0);
+    for (size_t i = order_.size(); i > 1; --i)
+      std::swap(order_[i - 1], order_[rng_.bits(draws_++) % i]);
+    at_ = 0;
+  }
+  std::vector<size_t> order_;
+  rng_stream rng_;
+  uint64_t draws_ = 0;
+  size_t at_ = 0;
+};
+
+// Masked next-token cross-entropy over response tokens, token-mean over the batch.
+// Returns (loss, number of target tokens).
+std::pair<torch::Tensor, int64_t> sft_loss(CausalLMImpl& model,
+                                           const std::vector<const encoded_example*>& batch,
+                                           torch::Device device) {
+  const auto B = static_cast<int64_t>(batch.size());
+  int64_t T = 0;
+  for (auto* e : batch)
+    T = std::max<int64_t>(T, static_cast<int64_t>(e->seq.size()) - 1);
+  std::vector<int64_t> ids(B * T, 0), tgt(B * T, 0);
+  std::vector<float> mask(B * T, 0.f);
+  int64_t count = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = batch[b]->seq;
+    for (int64_t t = 0; t + 1 < static_cast<int64_t>(s.size()); ++t) {
+      ids[b * T + t] = s[t];
+      tgt[b * T + t] = s[t + 1];
+      // Target t+1 is a response token when t + 1 >= prompt_len.
+      if (t + 1 >= batch[b]->prompt_len) {
+        mask[b * T + t] = 1.f;
+        ++count;
+      }
+    }
+  }
+  auto ids_t = torch::tensor(ids, torch::kLong).view({B, T}).to(device);
+  auto tgt_t = torch::tensor(tgt, torch::kLong).view({B, T}).to(device);
+  auto mask_t = torch::tensor(mask).view({B, T}).to(device);
+  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device))
+                 .unsqueeze(0)
+                 .expand({B, T});
+  auto logits = model.forward(ids_t, pos);  // (B, T, V)
+  auto lp = torch::log_softmax(logits, -1).gather(-1, tgt_t.unsqueeze(-1)).squeeze(-1);
+  auto loss = -(lp * mask_t).sum() / std::max<int64_t>(count, 1);
+  return {loss, count};
+}
+
+}  // namespace
+
+sft_report run_sft(const loaded_config& lc) {
+  const auto& cfg = lc.cfg;
+  apply_runtime(cfg.runtime);
+  auto run_dir = prepare_run_dir(lc);
+  torch::Device device(cfg.runtime.device);
+
+  auto data = load_task_data(cfg.data);
+  write_task_data(data, (fs::path(run_dir) / "data").string());
+  spdlog::info("sft: {} train / {} test examples from {}", data.train.size(), data.test.size(),
+               data.train_source);
+
+  auto policy = load_or_init_policy(cfg, device);
+  const auto& tok = *policy.tokenizer;
+  auto& model = *policy.model;
+  spdlog::info("sft: model {} ({} parameters, {} layers, hidden {}) on {}",
+               cfg.model.path.empty() ? "fresh init" : cfg.model.path,
+               policy.config.num_parameters(), policy.config.num_hidden_layers,
+               policy.config.hidden_size, cfg.runtime.device);
+
+  // sft.stop_at_accuracy: the last val_size training examples are held out to decide when.
+  std::vector<qa_example> val;
+  size_t n_train = data.train.size();
+  if (cfg.sft.stop_at_accuracy > 0) {
+    const auto v = static_cast<size_t>(cfg.sft.val_size);
+    if (v >= n_train)
+      throw std::runtime_error("sft.val_size (" + std::to_string(v) +
+                               ") must be smaller than the training split (" +
+                               std::to_string(n_train) + " examples)");
+    n_train -= v;
+    val.assign(data.train.begin() + static_cast<std::ptrdiff_t>(n_train), data.train.end());
+  }
+  std::vector<encoded_example> examples;
+  for (size_t i = 0; i < n_train; ++i) {
+    encoded_example e;
+    e.seq = encode_prompt(tok, data.train[i].question);
+    e.prompt_len = static_cast<int64_t>(e.seq.size());
+    auto resp = encode_response(tok, data.train[i].answer);
+    e.seq.insert(e.seq.end(), resp.begin(), resp.end());
+    if (static_cast<int64_t>(e.seq.size()) > policy.config.max_position_embeddings)
+      throw std::runtime_error(data.train_source + ": example " + std::to_string(i + 1) + " has " +
+                               std::to_string(e.seq.size()) +
+                               " tokens, beyond max_position_embeddings " +
+                               std::to_string(policy.config.max_position_embeddings));
+    examples.push_back(std::move(e));
+  }
+
+  optimizer_options oo;
+  oo.lr = cfg.sft.lr;
+  oo.weight_decay = cfg.sft.weight_decay;
+  oo.grad_clip = cfg.sft.grad_clip;
+  oo.beta2 = 0.98;
+  policy_optimizer opt(model.parameters(), oo);
+  lr_schedule sched{cfg.sft.schedule, cfg.sft.lr, cfg.sft.warmup_steps, cfg.sft.steps,
+                    cfg.sft.min_lr_ratio};
+  batch_sampler sampler(examples.size(), static_cast<uint64_t>(cfg.runtime.seed));
+
+  sft_report rep;
+  rep.parameters = policy.config.num_parameters();
+  progress_line progress("sft", cfg.sft.steps, cfg.sft.log_every);
+  model.train();
+  double tokens = 0, tail_loss = 0;
+  int64_t tail_n = 0;
+  const int64_t tail_from = cfg.sft.steps - std::max<int64_t>(1, cfg.sft.steps / 10);
+  double last_loss = NAN;
+  const auto val_opts = greedy_eval_options(cfg.eval, cfg.runtime.seed);
+  int64_t steps_run = cfg.sft.steps;
+  for (int64_t step = 0; step < cfg.sft.steps; ++step) {
+    std::vector<const encoded_example*> batch;
+    for (auto i : sampler.next(static_cast<size_t>(cfg.sft.batch_size)))
+      batch.push_back(&examples[i]);
+    for (auto* e : batch)
+      tokens += static_cast<double>(e->seq.size() - 1);
+    opt.zero_grad();
+    auto [loss, count] = sft_loss(model, batch, device);
+    double lv = loss.item<double>();
+    if (std::isfinite(lv)) loss.backward();
+    double lr = sched.at(step);
+    auto outcome = opt.step(lr, std::isfinite(lv));
+    if (outcome.skipped)
+      spdlog::warn("sft: step {} skipped (loss {}, grad norm {})", step, lv, outcome.grad_norm);
+    if (step == 0) rep.first_loss = lv;
+    if (step >= tail_from) tail_loss += lv, ++tail_n;
+    last_loss = lv;
+    progress.update(step + 1, {{"loss", lv},
+                               {"lr", lr},
+                               {"gnorm", outcome.grad_norm},
+                               {"tok/s", tokens / std::max(1e-9, progress.elapsed_s())}});
+    if (!val.empty() && (step + 1) % cfg.sft.eval_every == 0) {
+      model.eval();
+      rep.val_accuracy = evaluate(policy.model.ptr(), tok, val, val_opts).pass1;
+      model.train();
+      if (rep.val_accuracy >= cfg.sft.stop_at_accuracy) {
+        steps_run = step + 1;
+        spdlog::info(
+            "sft: held-out greedy accuracy {:.3f} >= sft.stop_at_accuracy {:.3f} at step "
+            "{}: stopping",
+            rep.val_accuracy, cfg.sft.stop_at_accuracy, steps_run);
+        break;
+      }
+    }
+  }
+  progress.finish();
+  if (!val.empty() && rep.val_accuracy < cfg.sft.stop_at_accuracy)
+    spdlog::warn(
+        "sft: held-out greedy accuracy {:.3f} never reached sft.stop_at_accuracy {:.3f} "
+        "in {} steps",
+        rep.val_accuracy, cfg.sft.stop_at_accuracy, cfg.sft.steps);
+  rep.steps = steps_run;
+  rep.skipped_steps = opt.skipped_steps();
+  rep.final_loss = tail_n > 0 ? tail_loss / tail_n : last_loss;
+  rep.seconds = progress.elapsed_s();
+  rep.tokens_per_s = tokens / std::max(1e-9, rep.seconds);
+
+  rep.model_dir = (fs::path(run_dir) / "final").string();
+  save_model_dir(rep.model_dir, model, &tok);
+  spdlog::info("sft: wrote {}", rep.model_dir);
+
+  rep.eval = evaluate(policy.model.ptr(), tok, data.test, val_opts);
+  spdlog::info("sft: greedy accuracy {:.3f} on {} test questions", rep.eval.pass1,
+               rep.eval.questions);
+
+  nlohmann::ordered_json j{{"steps", rep.steps},
+                           {"skipped_steps", rep.skipped_steps},
+                           {"first_loss", rep.first_loss},
+                           {"final_loss", rep.final_loss},
+                           {"tokens_per_s", rep.tokens_per_s},
+                           {"wall_time_s", rep.seconds},
+                           {"parameters", rep.parameters},
+                           {"model_dir", rep.model_dir},
+                           {"eval_accuracy", rep.eval.pass1},
+                           {"val_accuracy", rep.val_accuracy},
+                           {"eval_questions", rep.eval.questions}};
+  std::ofstream(fs::path(run_dir) / "sft_summary.json") << j.dump(2) << "\n";
+  return rep;
+}
+
+}  // namespace asyncrl

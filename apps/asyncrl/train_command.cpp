@@ -1,0 +1,172 @@
+#include "apps/asyncrl/train_command.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "actors/controller.hpp"
+#include "actors/env.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/task/evaluate.hpp"
+#include "runtime/model/model_io.hpp"
+#include "runtime/task/prompting.hpp"
+#include "runtime/config/run_config.hpp"
+#include "apps/asyncrl/run_setup.hpp"
+#include "runtime/task/task_data.hpp"
+#include "runtime/model/weight_sync.hpp"
+
+namespace asyncrl {
+
+namespace fs = std::filesystem;
+
+nlohmann::ordered_json summarize(const run_result& r) {
+  nlohmann::ordered_json rollouters = nlohmann::json::array();
+  for (auto& c : r.rollouters)
+    rollouters.push_back({{"worker", c.worker},
+                          {"groups_completed", c.groups_completed},
+                          {"groups_unfinished", c.groups_unfinished},
+                          {"tokens_generated", c.tokens_generated},
+                          {"interruptions", c.interruptions}});
+  return {{"ok", r.ok},
+          {"error", r.error},
+          {"steps", r.steps},
+          {"groups_generated", r.groups_generated},
+          {"groups_trained", r.groups_trained},
+          {"groups_dropped", r.groups_dropped},
+          {"groups_in_flight", r.groups_in_flight},
+          {"groups_filtered", r.groups_filtered},
+          {"tokens_generated", r.tokens_generated},
+          {"tokens_trained", r.tokens_trained},
+          {"syncs", r.syncs},
+          {"wall_time_s", r.wall_time_s},
+          {"rollouters", rollouters},
+          {"reward",
+           {{"received", r.reward.received},
+            {"forwarded", r.reward.forwarded},
+            {"in_progress", r.reward.in_progress},
+            {"failures", r.reward.failures},
+            {"timeouts", r.reward.timeouts}}},
+          {"queue",
+           {{"received", r.queue.received},
+            {"delivered", r.queue.delivered},
+            {"depth", r.queue.depth},
+            {"dropped_stale", r.queue.dropped_stale},
+            {"regenerated", r.queue.regenerated},
+            {"abandoned", r.queue.abandoned},
+            {"max_delivered_staleness", r.queue.max_delivered_staleness}}},
+          {"trainer",
+           {{"deliveries", r.trainer.deliveries},
+            {"received", r.trainer.received},
+            {"trained", r.trainer.trained},
+            {"filtered", r.trainer.filtered},
+            {"held", r.trainer.held},
+            {"steps", r.trainer.steps},
+            {"skipped_steps", r.trainer.skipped_steps},
+            {"version", r.trainer.version}}}};
+}
+
+namespace {
+
+void check_lengths(const task_data& d, const char_tokenizer& tok, const run_config& cfg,
+                   const model_config& m) {
+  for (size_t i = 0; i < d.train.size(); ++i) {
+    auto n = static_cast<int64_t>(encode_prompt(tok, d.train[i].question).size());
+    if (n > cfg.data.max_prompt_length)
+      throw std::runtime_error(d.train_source + ": example " + std::to_string(i + 1) + " has a " +
+                               std::to_string(n) + "-token prompt, over data.max_prompt_length " +
+                               std::to_string(cfg.data.max_prompt_length));
+  }
+  if (cfg.data.max_prompt_length + cfg.rollout.max_new_tokens > m.max_position_embeddings)
+    throw std::runtime_error(
+        "data.max_prompt_length + rollout.max_new_tokens (" +
+        std::to_string(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens) +
+        ") exceeds the model's max_position_embeddings " +
+        std::to_string(m.max_position_embeddings));
+}
+
+}  // namespace
+
+int run_train_command(const loaded_config& lc) {
+  const auto& cfg = lc.cfg;
+  apply_runtime(cfg.runtime);
+  auto run_dir = prepare_run_dir(lc);
+  torch::Device device(cfg.runtime.device);
+  auto data = load_task_data(cfg.data);
+  write_task_data(data, (fs::path(run_dir) / "data").string());
+  auto policy = load_or_init_policy(cfg, device);
+  const auto& tok = *policy.tokenizer;
+  check_lengths(data, tok, cfg, policy.config);
+  spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
+               cfg.async_training.mode, cfg.data.train_batch_size, cfg.rollout.n,
+               cfg.trainer.total_steps, cfg.model.path.empty() ? "fresh init" : cfg.model.path,
+               policy.config.num_parameters());
+
+  nlohmann::ordered_json summary;
+  if (cfg.runtime.eval_before) {
+    auto e = evaluate(policy.model.ptr(), tok, data.test,
+                      greedy_eval_options(cfg.eval, cfg.runtime.seed));
+    summary["initial_eval_accuracy"] = e.pass1;
+    spdlog::info("train: initial greedy accuracy {:.4f} on {} test questions", e.pass1,
+                 e.questions);
+  }
+
+  controller_args ca;
+  ca.env = make_env(cfg, policy.config, tok, /*detached=*/true);
+  ca.initial = snapshot_weights(*policy.model, 0);
+  ca.train = data.train;
+  ca.test = data.test;
+  ca.run_dir = run_dir;
+  run_result result;
+  {
+    caf::actor_system_config sys_cfg;
+    register_message_types(sys_cfg);
+    // The compute roles have their own threads; the cooperative ones (controller, queue, reward,
+    // synchronizer) do little work, so one scheduler thread is enough and leaves the cores to
+    // the compute. Env var ASYNCRL_CAF_THREADS overrides it for experiments.
+    const char* caf_threads = std::getenv("ASYNCRL_CAF_THREADS");
+    sys_cfg.set("scheduler.max-threads", size_t(caf_threads ? std::atoi(caf_threads) : 1));
+    caf::actor_system sys{sys_cfg};
+    auto ctrl = spawn_controller(sys, ca);
+    caf::scoped_actor self{sys};
+    self->request(ctrl, caf::infinite, run_atom::value)
+        .receive([&](run_result& r) { result = std::move(r); },
+                 [&](caf::error& e) {
+                   result.ok = false;
+                   result.error = "controller: " + sys.render(e);
+                 });
+  }  // the actor system waits for every actor here; each role quit during shutdown
+
+  auto out = summarize(result);
+  for (auto& [k, v] : out.items())
+    summary[k] = v;
+  summary["tpspd"] = result.wall_time_s > 0 ? double(result.tokens_trained) / result.wall_time_s /
+                                                  double(cfg.rollout.num_workers + 1)
+                                            : 0.0;
+  if (result.ok && result.final_weights.blob) {
+    load_snapshot(*policy.model, result.final_weights, /*alias=*/false);
+    auto final_dir = (fs::path(run_dir) / "final").string();
+    save_model_dir(final_dir, *policy.model, &tok);
+    summary["params_sha256"] = params_sha256(*policy.model);
+    summary["final_model"] = final_dir;
+    if (cfg.runtime.eval_after) {
+      auto e = evaluate(policy.model.ptr(), tok, data.test,
+                        greedy_eval_options(cfg.eval, cfg.runtime.seed));
+      summary["final_eval_accuracy"] = e.pass1;
+      spdlog::info("train: final greedy accuracy {:.4f} on {} test questions", e.pass1,
+                   e.questions);
+    }
+  }
+  std::ofstream(fs::path(run_dir) / "summary.json") << summary.dump(2) << "\n";
+  std::cout << summary.dump() << std::endl;
+  if (!result.ok) {
+    std::cerr << "error: " << result.error << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace asyncrl

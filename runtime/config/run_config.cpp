@@ -1,0 +1,333 @@
+#include "runtime/config/run_config.hpp"
+
+namespace asyncrl {
+
+using namespace checks;
+
+void run_config::bind(config_schema& s) {
+  auto& mi = model.init;
+  s.add("model.path", &model.path, "starting model directory (HF layout); empty = fresh init");
+  s.add_choice("model.init.arch", &mi.arch, {"qwen2", "llama"},
+               "architecture of a fresh model: qwen2 has q/k/v biases, llama has none");
+  s.add("model.init.hidden_size", &mi.hidden_size, "hidden width", positive_int());
+  s.add("model.init.intermediate_size", &mi.intermediate_size, "MLP width", positive_int());
+  s.add("model.init.num_hidden_layers", &mi.num_hidden_layers, "decoder layers", positive_int());
+  s.add("model.init.num_attention_heads", &mi.num_attention_heads, "query heads", positive_int());
+  s.add("model.init.num_key_value_heads", &mi.num_key_value_heads, "key/value heads (GQA)",
+        positive_int());
+  s.add("model.init.max_position_embeddings", &mi.max_position_embeddings,
+        "longest sequence (prompt + response)", positive_int());
+  s.add("model.init.rope_theta", &mi.rope_theta, "RoPE base", positive());
+  s.add("model.init.rms_norm_eps", &mi.rms_norm_eps, "RMSNorm epsilon", positive());
+  s.add("model.init.tie_word_embeddings", &mi.tie_word_embeddings,
+        "share the embedding and LM-head weights");
+  s.add("model.init.init_std", &mi.init_std, "std of the normal weight init", positive());
+
+  s.add_choice("data.task", &data.task, {"arith"}, "built-in task when no JSONL paths are given");
+  s.add("data.train_path", &data.train_path, "training JSONL (GSM8K fields); empty = built-in");
+  s.add("data.test_path", &data.test_path, "test JSONL (GSM8K fields); empty = built-in");
+  s.add("data.train_size", &data.train_size, "built-in train split size", positive_int());
+  s.add("data.test_size", &data.test_size, "built-in test split size", positive_int());
+  s.add("data.seed", &data.seed, "seed of the built-in task generator");
+  s.add("data.arith.min_digits", &data.arith.min_digits, "fewest digits per operand",
+        int_at_least(1));
+  s.add("data.arith.max_digits", &data.arith.max_digits, "most digits per operand",
+        int_at_least(1));
+  s.add("data.arith.ops", &data.arith.ops, "operators to draw from, a subset of '+-'",
+        [](const std::string& v) {
+          if (v.empty()) return std::string("must name at least one operator");
+          for (char c : v)
+            if (c != '+' && c != '-') return std::string("may only contain '+' and '-'");
+          return std::string();
+        });
+  s.add("data.train_batch_size", &data.train_batch_size, "prompts per RL step", positive_int());
+  s.add("data.max_prompt_length", &data.max_prompt_length, "longest prompt in tokens",
+        positive_int());
+
+  s.add("sft.steps", &sft.steps, "optimizer steps of the warm-start", positive_int());
+  s.add("sft.batch_size", &sft.batch_size, "sequences per warm-start step", positive_int());
+  s.add("sft.lr", &sft.lr, "peak learning rate", positive());
+  s.add("sft.min_lr_ratio", &sft.min_lr_ratio, "final lr as a share of peak (cosine)",
+        in_range(0, 1));
+  s.add("sft.weight_decay", &sft.weight_decay, "AdamW weight decay", non_negative());
+  s.add("sft.grad_clip", &sft.grad_clip, "global grad-norm clip; 0 = off", non_negative());
+  s.add("sft.warmup_steps", &sft.warmup_steps, "linear warmup steps", non_negative_int());
+  s.add_choice("sft.schedule", &sft.schedule, {"constant", "warmup", "cosine"},
+               "learning-rate schedule");
+  s.add("sft.log_every", &sft.log_every, "steps between log lines", positive_int());
+  s.add("sft.stop_at_accuracy", &sft.stop_at_accuracy,
+        "stop once greedy accuracy on sft.val_size held-out training examples reaches this "
+        "(checked every sft.eval_every steps); 0 = run all sft.steps",
+        in_range(0, 1));
+  s.add("sft.eval_every", &sft.eval_every, "steps between sft.stop_at_accuracy checks",
+        positive_int());
+  s.add("sft.val_size", &sft.val_size,
+        "training examples held out (not trained on) for sft.stop_at_accuracy", positive_int());
+
+  s.add("rollout.n", &rollout.n, "responses per prompt (group size G)", positive_int());
+  s.add("rollout.temperature", &rollout.temperature, "sampling temperature; 0 = greedy",
+        non_negative());
+  s.add("rollout.top_k", &rollout.top_k, "keep the k most likely tokens; 0 = off",
+        non_negative_int());
+  s.add("rollout.top_p", &rollout.top_p, "nucleus sampling mass; 1 = off", [](const double& v) {
+    return (v > 0 && v <= 1) ? std::string() : std::string("must be in (0, 1]");
+  });
+  s.add("rollout.max_new_tokens", &rollout.max_new_tokens, "response length limit", positive_int());
+  s.add("rollout.num_workers", &rollout.num_workers, "rollout workers", positive_int());
+  s.add("rollout.max_batch", &rollout.max_batch, "KV-cache slots per worker", positive_int());
+  s.add("rollout.chunk_tokens", &rollout.chunk_tokens,
+        "decode steps between control-message checks", positive_int());
+
+  s.add("rollout.threads", &rollout.threads,
+        "torch threads per rollout worker; 0 = all cores in sync+colocate, else shared",
+        non_negative_int());
+
+  s.add("reward.num_workers", &reward.num_workers, "reward worker pool size", positive_int());
+  s.add("reward.detached_workers", &reward.detached_workers,
+        "give each scoring worker its own thread (for reward functions that block)");
+  s.add("reward.timeout_ms", &reward.timeout_ms, "per-response scoring timeout", positive_int());
+  s.add("reward.inject_throw_every", &reward.inject_throw_every,
+        "fault injection: every n-th response's scoring throws; 0 = off", non_negative_int());
+  s.add("reward.inject_hang_every", &reward.inject_hang_every,
+        "fault injection: every n-th response's scoring misses its timeout; 0 = off",
+        non_negative_int());
+  s.add_choice("reward.function", &reward.function, {"math", "prefix"},
+               "math: the final answer against the ground truth; prefix: 1 iff the response "
+               "starts with reward.prefix (a bandit with a known optimum, for tests)");
+  s.add("reward.prefix", &reward.prefix, "reward.function=prefix: the rewarded start");
+
+  auto& at = async_training;
+  s.add_choice("async_training.mode", &at.mode, {"sync", "periodic", "fully_async"},
+               "sync: generate the whole batch, then train; periodic: train on groups as they "
+               "arrive, one update per batch; fully_async: streaming with a staleness bound");
+  s.add("async_training.colocate", &at.colocate,
+        "sync mode: generation and training each use every core, in turn");
+  s.add("async_training.staleness_threshold", &at.staleness_threshold,
+        "s: up to (1 + s) * k * R new groups between syncs (verl)", non_negative());
+  s.add("async_training.trigger_parameter_sync_step", &at.trigger_parameter_sync_step,
+        "k: local updates between weight syncs", positive_int());
+  s.add("async_training.require_batches", &at.require_batches,
+        "mini-batches of ppo_mini_batch_size prompts per local update", positive_int());
+  s.add("async_training.partial_rollout", &at.partial_rollout,
+        "interrupt generation at a sync and resume it under the new weights (needs s > 0)");
+  s.add("async_training.max_staleness", &at.max_staleness,
+        "eta of AReaL: admission and delivery bound on staleness; -1 = off", int_at_least(-1));
+  s.add_choice("async_training.stale_policy", &at.stale_policy, {"drop", "regenerate"},
+               "a group over eta at delivery is dropped, or its prompt is generated again");
+  s.add("async_training.queue_capacity", &at.queue_capacity,
+        "groups admitted and not yet trained; 0 = (1 + s) * k * R + 2 * R", non_negative_int());
+  s.add("async_training.sync_timeout_ms", &at.sync_timeout_ms,
+        "watchdog: a weight sync (pause at a token boundary, load) that takes longer fails the run",
+        positive_int());
+  s.add("async_training.drain_timeout_ms", &at.drain_timeout_ms,
+        "without partial rollout: the longest a pause may wait for the responses in flight",
+        positive_int());
+
+  s.add_choice("workload.lengths", &workload.lengths, {"model", "fixed", "lognormal"},
+               "response lengths: the model's EOS, or forced from a distribution (benchmarks)");
+  s.add("workload.median", &workload.median, "fixed length, or the lognormal's median",
+        positive_int());
+  s.add("workload.sigma", &workload.sigma, "lognormal spread of log length (~1 = long tail)",
+        non_negative());
+  s.add("workload.min", &workload.min, "shortest forced response", positive_int());
+  s.add("workload.max", &workload.max, "longest forced response", positive_int());
+
+  auto& sm = simulate;
+  s.add("simulate.calibration", &sm.calibration,
+        "cost calibration JSON (bench/bench_calibrate); replaces the cost keys");
+  s.add("simulate.devices", &sm.devices,
+        "total devices; colocated sync uses all of them for each phase", non_negative_int());
+  s.add("simulate.rollout_devices", &sm.rollout_devices, "rollout devices", positive_int());
+  s.add("simulate.train_devices", &sm.train_devices, "trainer devices", positive_int());
+  s.add("simulate.decode_base_ms", &sm.decode_base_ms, "decode step, fixed part", non_negative());
+  s.add("simulate.decode_per_seq_ms", &sm.decode_per_seq_ms, "decode step, per active sequence",
+        non_negative());
+  s.add("simulate.prefill_per_token_ms", &sm.prefill_per_token_ms, "prefill per context token",
+        non_negative());
+  s.add("simulate.train_per_token_ms", &sm.train_per_token_ms,
+        "training per response token on one device", non_negative());
+  s.add("simulate.train_step_ms", &sm.train_step_ms, "per optimizer step", non_negative());
+  s.add("simulate.sync_ms", &sm.sync_ms, "loading new weights on the rollouters", non_negative());
+  s.add("simulate.reward_ms", &sm.reward_ms, "scoring a group", non_negative());
+  s.add("simulate.train_scaling", &sm.train_scaling,
+        "training speed-up on the train devices; 0 = ideal", non_negative());
+  s.add("simulate.prompt_tokens", &sm.prompt_tokens, "prompt length", positive_int());
+  s.add("simulate.warmup_steps", &sm.warmup_steps, "steps left out of the mean",
+        non_negative_int());
+
+  s.add("eval.samples", &eval.samples, "samples per question; > 1 adds mean@N", positive_int());
+  s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
+  s.add("eval.batch", &eval.batch, "KV-cache slots during eval", positive_int());
+  s.add("eval.every_steps", &eval.every_steps,
+        "train: greedy accuracy on the test split every n steps (metrics.jsonl eval_accuracy; "
+        "the time it takes is reported as eval_time_s); 0 = off",
+        non_negative_int());
+
+  auto& al = algorithm;
+  s.add_choice("algorithm.adv_estimator", &al.adv_estimator, {"grpo", "drgrpo"},
+               "grpo: (r - mean) / (std + 1e-6) per group; drgrpo: r - mean");
+  s.add("algorithm.filter_groups", &al.filter_groups,
+        "skip groups whose rewards are all equal (counted in filtered_groups)");
+  s.add_choice("algorithm.loss", &al.loss, {"grpo", "decoupled"},
+               "grpo: coupled PPO clip; decoupled: AReaL's behaviour/proximal split");
+  s.add_choice("algorithm.prox_logp", &al.prox_logp, {"recompute", "loglinear"},
+               "decoupled proximal log-probs: a forward pass, or A-3PO's interpolation");
+  s.add("algorithm.use_rollout_logprobs", &al.use_rollout_logprobs,
+        "coupled loss: take logp_old from the rollout instead of an old-policy forward");
+  s.add("algorithm.clip_eps_low", &al.clip_eps_low, "ratio clip below: 1 - eps_low",
+        in_range(0, 1));
+  s.add("algorithm.clip_eps_high", &al.clip_eps_high, "ratio clip above: 1 + eps_high",
+        non_negative());
+  s.add("algorithm.dual_clip_c", &al.dual_clip_c, "dual clip for A < 0: min(L, -c A); 0 = off",
+        [](const double& v) {
+          return (v == 0 || v > 1) ? std::string() : std::string("must be 0 (off) or > 1");
+        });
+  s.add("algorithm.kl_coef", &al.kl_coef, "beta of the k3 KL penalty", non_negative());
+  s.add("algorithm.imp_weight_cap", &al.imp_weight_cap,
+        "decoupled: mask tokens whose behaviour weight exceeds this; 0 = off", non_negative());
+  s.add_choice("algorithm.loss_agg", &al.loss_agg, {"token-mean", "seq-mean"},
+               "token-mean over the whole batch, or the mean of per-sequence means");
+
+  auto& tr = trainer;
+  s.add("trainer.micro_batch_size", &tr.micro_batch_size,
+        "responses per forward/backward; with group_aligned_micro_batches a micro-batch never "
+        "spans groups, so it holds at most rollout.n responses",
+        positive_int());
+  s.add("trainer.group_aligned_micro_batches", &tr.group_aligned_micro_batches,
+        "a micro-batch holds one group's responses only, so arrival order cannot change a bit "
+        "of the update; false fills micro-batches across groups (faster, equal to ~1e-6)");
+  s.add("trainer.ppo_mini_batch_size", &tr.ppo_mini_batch_size,
+        "prompts (groups) per optimizer step; 0 = data.train_batch_size", non_negative_int());
+  s.add("trainer.shared_prompt_attention", &tr.shared_prompt_attention,
+        "pack each prompt with its responses into one sequence");
+  s.add("trainer.deterministic_accumulation", &tr.deterministic_accumulation,
+        "accumulate gradients in float64 so that arrival order does not change the result");
+  s.add_choice("trainer.precision", &tr.precision, {"float32", "float64"},
+               "the trainer's weights and arithmetic; float64 makes updates independent of the "
+               "micro-batch partition to ~1e-12 (rollouts always run float32)");
+  s.add("trainer.compute_ref", &tr.compute_ref,
+        "run the reference model for the kl metric even when kl_coef is 0");
+  s.add("trainer.lr", &tr.lr, "peak learning rate", positive());
+  s.add("trainer.min_lr_ratio", &tr.min_lr_ratio, "final lr as a share of peak (cosine)",
+        in_range(0, 1));
+  s.add_choice("trainer.lr_schedule", &tr.lr_schedule, {"constant", "warmup", "cosine"},
+               "learning-rate schedule");
+  s.add("trainer.warmup_steps", &tr.warmup_steps, "linear warmup steps", non_negative_int());
+  s.add("trainer.weight_decay", &tr.weight_decay, "AdamW weight decay", non_negative());
+  s.add("trainer.beta1", &tr.beta1, "Adam beta1", in_range(0, 0.999999));
+  s.add("trainer.beta2", &tr.beta2, "Adam beta2", in_range(0, 0.999999));
+  s.add("trainer.grad_clip", &tr.grad_clip, "global grad-norm clip; 0 = off", non_negative());
+  s.add("trainer.total_steps", &tr.total_steps, "optimizer steps of an RL run", positive_int());
+  s.add("trainer.threads", &tr.threads, "torch threads of the trainer; 0 = by mode",
+        non_negative_int());
+
+  s.add("runtime.seed", &runtime.seed, "seed of every RNG stream");
+  s.add("runtime.run_dir", &runtime.run_dir, "output directory of the run",
+        [](const std::string& v) {
+          return v.empty() ? std::string("must not be empty") : std::string();
+        });
+  s.add("runtime.device", &runtime.device, "torch device: cpu, cuda or cuda:N",
+        [](const std::string& v) {
+          if (v == "cpu" || v == "cuda" || v.rfind("cuda:", 0) == 0) return std::string();
+          return std::string("expected cpu, cuda or cuda:N");
+        });
+  s.add("runtime.threads", &runtime.threads, "torch threads; 0 = all cores", non_negative_int());
+  s.add("runtime.eval_before", &runtime.eval_before, "train: evaluate the starting model");
+  s.add("runtime.eval_after", &runtime.eval_after, "train: evaluate the final model");
+  s.add("runtime.progress_timeout_s", &runtime.progress_timeout_s,
+        "watchdog: a run in which no optimizer step completes for this long fails, naming what "
+        "each role waits on; 0 = off",
+        non_negative());
+  s.add_choice("runtime.log_level", &runtime.log_level, {"trace", "debug", "info", "warn", "error"},
+               "log verbosity");
+}
+
+namespace {
+
+// Checks that involve more than one key; reported against the later-set key's origin.
+void cross_check(const loaded_config& lc) {
+  auto& c = lc.cfg;
+  auto& s = lc.schema;
+  auto fail = [&](const std::string& key, const std::string& what) {
+    throw config_error(s.origin(key).where + ": key '" + key + "': " + what);
+  };
+  if (c.data.arith.min_digits > c.data.arith.max_digits)
+    fail("data.arith.max_digits",
+         "must be >= data.arith.min_digits (" + std::to_string(c.data.arith.min_digits) + ")");
+  if (c.model.init.num_attention_heads % c.model.init.num_key_value_heads != 0)
+    fail("model.init.num_key_value_heads", "must divide model.init.num_attention_heads");
+  if (c.model.init.hidden_size % c.model.init.num_attention_heads != 0)
+    fail("model.init.num_attention_heads", "must divide model.init.hidden_size");
+  if ((c.model.init.hidden_size / c.model.init.num_attention_heads) % 2 != 0)
+    fail("model.init.num_attention_heads", "head_dim must be even for rotary embeddings");
+  const auto& at = c.async_training;
+  if (at.partial_rollout && at.staleness_threshold <= 0)
+    fail("async_training.partial_rollout",
+         "needs async_training.staleness_threshold > 0 (verl: partial rollout only takes effect "
+         "with stale samples)");
+  if (at.mode != "fully_async" && (at.staleness_threshold > 0 || at.partial_rollout))
+    fail(s.origin("async_training.staleness_threshold").where == "default"
+             ? "async_training.partial_rollout"
+             : "async_training.staleness_threshold",
+         "only applies to async_training.mode=fully_async (sync and periodic are on-policy)");
+  const int64_t mini =
+      c.trainer.ppo_mini_batch_size > 0 ? c.trainer.ppo_mini_batch_size : c.data.train_batch_size;
+  if (at.mode != "fully_async" && c.data.train_batch_size % mini != 0)
+    fail("trainer.ppo_mini_batch_size",
+         "must divide data.train_batch_size (" + std::to_string(c.data.train_batch_size) + ")");
+  // Within one sync window the j-th optimizer step trains on groups generated j steps ago; a
+  // bound eta below the window's last step drops (or regenerates, just as stale) every group of
+  // that step, forever.
+  const int64_t window_steps = at.require_batches * at.trigger_parameter_sync_step;
+  if (at.mode == "fully_async" && at.max_staleness >= 0 && at.max_staleness < window_steps - 1)
+    fail("async_training.max_staleness",
+         "must be >= async_training.require_batches * trigger_parameter_sync_step - 1 (" +
+             std::to_string(window_steps - 1) +
+             "): the last step of a sync window trains on groups that many versions old, so a "
+             "smaller eta drops every one of them and the run cannot progress");
+  // The trainer waits for a whole batch (sync) or a whole local update (require_batches > 1):
+  // a queue that cannot hold it never fills.
+  const int64_t whole = at.mode == "sync" ? c.data.train_batch_size
+                        : at.mode == "fully_async" && at.require_batches > 1
+                            ? at.require_batches * mini
+                            : 1;
+  if (at.queue_capacity > 0 && at.queue_capacity < whole)
+    fail("async_training.queue_capacity",
+         "must be 0 (automatic) or >= " + std::to_string(whole) +
+             (at.mode == "sync" ? " (data.train_batch_size: sync trains on whole batches)"
+                                : " (require_batches * ppo_mini_batch_size: one local update)"));
+  if (c.reward.function == "prefix" && c.reward.prefix.empty())
+    fail("reward.prefix", "must not be empty with reward.function=prefix");
+}
+
+// fully_async with the coupled loss: samples can be stale, and an old policy reset at every
+// step makes the ratio start at 1 however stale the tokens are. As verl does, the generator's
+// own log-probs become the behaviour policy; an explicit `false` is refused.
+void resolve_defaults(loaded_config& lc) {
+  auto& c = lc.cfg;
+  if (c.async_training.mode != "fully_async" || c.algorithm.loss != "grpo") return;
+  const auto& origin = lc.schema.origin("algorithm.use_rollout_logprobs");
+  if (origin.where != "default" && !c.algorithm.use_rollout_logprobs)
+    throw config_error(
+        origin.where +
+        ": key 'algorithm.use_rollout_logprobs': must be true with async_training.mode="
+        "fully_async and algorithm.loss=grpo (stale samples need the generator's log-probs as "
+        "the behaviour policy); or use algorithm.loss=decoupled");
+  c.algorithm.use_rollout_logprobs = true;
+}
+
+}  // namespace
+
+std::unique_ptr<loaded_config> load_config(const std::string& path,
+                                           const std::vector<std::string>& overrides) {
+  auto lc = std::make_unique<loaded_config>();
+  lc->cfg.bind(lc->schema);
+  if (!path.empty()) lc->schema.load_yaml_file(path);
+  for (auto& o : overrides)
+    lc->schema.apply_override(o);
+  cross_check(*lc);
+  resolve_defaults(*lc);
+  return lc;
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,297 @@
+#include "runtime/model/model.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/activation.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace asyncrl {
+
+using torch::indexing::Slice;
+
+kv_cache::kv_cache(const model_config& cfg, int64_t slots_, int64_t max_len_, torch::Device device)
+    : slots(slots_), max_len(max_len_) {
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    k.push_back(torch::zeros({slots, cfg.num_key_value_heads, max_len, cfg.head_dim}, opts));
+    v.push_back(torch::zeros({slots, cfg.num_key_value_heads, max_len, cfg.head_dim}, opts));
+  }
+}
+
+void kv_cache::move_row(int64_t from, int64_t to) {
+  if (from == to) return;
+  for (size_t l = 0; l < k.size(); ++l) {
+    k[l][to].copy_(k[l][from]);
+    v[l][to].copy_(v[l][from]);
+  }
+}
+
+void kv_cache::write_prefix(int64_t row, const std::vector<torch::Tensor>& src_k,
+                            const std::vector<torch::Tensor>& src_v, int64_t src, int64_t len) {
+  for (size_t l = 0; l < k.size(); ++l) {
+    k[l][row].narrow(1, 0, len).copy_(src_k[l][src].narrow(1, 0, len));
+    v[l][row].narrow(1, 0, len).copy_(src_v[l][src].narrow(1, 0, len));
+  }
+}
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  // At least float32 (HF upcasts half precision here); float64 models stay float64.
+  auto xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat32);
+  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (xf * torch::rsqrt(var + eps_)).to(x.scalar_type());
+}
+
+AttentionImpl::AttentionImpl(const model_config& cfg)
+    : heads_(cfg.num_attention_heads), kv_heads_(cfg.num_key_value_heads), head_dim_(cfg.head_dim) {
+  auto lin = [&](int64_t in, int64_t out, bool bias) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  };
+  q_proj = register_module("q_proj", lin(cfg.hidden_size, heads_ * head_dim_, cfg.attention_bias));
+  k_proj =
+      register_module("k_proj", lin(cfg.hidden_size, kv_heads_ * head_dim_, cfg.attention_bias));
+  v_proj =
+      register_module("v_proj", lin(cfg.hidden_size, kv_heads_ * head_dim_, cfg.attention_bias));
+  o_proj = register_module("o_proj", lin(heads_ * head_dim_, cfg.hidden_size, false));
+}
+
+namespace {
+
+// "Rotate half" RoPE convention of HF Llama/Qwen2: (x1, x2) -> (-x2, x1) on the two halves.
+torch::Tensor rotate_half(const torch::Tensor& x) {
+  auto half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos,
+                         const torch::Tensor& sin) {
+  return x * cos + rotate_half(x) * sin;
+}
+
+}  // namespace
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inputs& in) {
+  const auto B = x.size(0), T = x.size(1), G = heads_ / kv_heads_;
+  // (B, T, H*D) -> (B, H, T, D)
+  auto q = q_proj(x).view({B, T, heads_, head_dim_}).transpose(1, 2);
+  auto k = k_proj(x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  auto v = v_proj(x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  q = apply_rope(q, in.cos, in.sin);
+  k = apply_rope(k, in.cos, in.sin);
+
+  torch::Tensor keys, values, mask;
+  if (in.cache != nullptr) {
+    // Decode: write this step's key/value at each row's position, then read the row's prefix.
+    auto rows = torch::arange(B, torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    auto& kc = in.cache->k[in.layer];
+    auto& vc = in.cache->v[in.layer];
+    kc.index_put_({rows, Slice(), in.cache_pos}, k.squeeze(2));  // (B, KVH, D)
+    vc.index_put_({rows, Slice(), in.cache_pos}, v.squeeze(2));
+    keys = kc.narrow(0, 0, B).narrow(2, 0, in.cache_span);  // (B, KVH, S, D)
+    values = vc.narrow(0, 0, B).narrow(2, 0, in.cache_span);
+    mask = in.mask;  // (B, 1, 1, 1, S)
+  } else {
+    keys = k;
+    values = v;
+    mask = in.mask;
+    if (in.k_out != nullptr) {
+      in.k_out->push_back(k.detach());
+      in.v_out->push_back(v.detach());
+    }
+  }
+  const auto S = keys.size(2);
+  // GQA without repeating keys: query heads h = kv * G + g share kv head `kv`.
+  // (B, KVH, G*T, D) @ (B, KVH, D, S) -> (B, KVH, G*T, S)
+  auto qg = q.reshape({B, kv_heads_, G * T, head_dim_});
+  auto scores = torch::matmul(qg, keys.transpose(-1, -2)) / std::sqrt(double(head_dim_));
+  scores = scores.view({B, kv_heads_, G, T, S});
+  // The lowest float rather than -inf: masked keys still get exactly zero weight, and a query
+  // that may see no key at all (padding) gets a uniform row instead of NaN.
+  const float lowest = std::numeric_limits<float>::lowest();
+  if (mask.defined()) {
+    scores = scores.masked_fill(mask.logical_not(), lowest);
+  } else {
+    auto causal = torch::ones({T, S}, torch::TensorOptions().dtype(torch::kBool).device(x.device()))
+                      .tril(S - T);
+    scores = scores.masked_fill(causal.logical_not(), lowest);
+  }
+  auto probs = torch::softmax(scores, -1).view({B, kv_heads_, G * T, S});
+  auto out = torch::matmul(probs, values)          // (B, KVH, G*T, D)
+                 .view({B, heads_, T, head_dim_})  // (B, H, T, D)
+                 .transpose(1, 2)
+                 .reshape({B, T, heads_ * head_dim_});
+  return o_proj(out);
+}
+
+MLPImpl::MLPImpl(const model_config& cfg) {
+  auto lin = [](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  };
+  gate_proj = register_module("gate_proj", lin(cfg.hidden_size, cfg.intermediate_size));
+  up_proj = register_module("up_proj", lin(cfg.hidden_size, cfg.intermediate_size));
+  down_proj = register_module("down_proj", lin(cfg.intermediate_size, cfg.hidden_size));
+}
+
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const model_config& cfg) {
+  self_attn = register_module("self_attn", Attention(cfg));
+  mlp = register_module("mlp", MLP(cfg));
+  input_layernorm = register_module("input_layernorm", RMSNorm(cfg.hidden_size, cfg.rms_norm_eps));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", RMSNorm(cfg.hidden_size, cfg.rms_norm_eps));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const attention_inputs& in) {
+  auto h = x + self_attn(input_layernorm(x), in);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+TransformerImpl::TransformerImpl(const model_config& cfg) {
+  embed_tokens =
+      register_module("embed_tokens", torch::nn::Embedding(cfg.vocab_size, cfg.hidden_size));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    layer_list_.push_back(DecoderLayer(cfg));
+    layers->push_back(layer_list_.back());
+  }
+  norm = register_module("norm", RMSNorm(cfg.hidden_size, cfg.rms_norm_eps));
+  // inv_freq[i] = theta^(-2i / D), in float32 as in HF.
+  auto idx = torch::arange(0, cfg.head_dim, 2, torch::kInt64).to(torch::kFloat32);
+  // Registered so that ->to(device) moves it; libtorch's to() updates it in place.
+  inv_freq_ =
+      register_buffer("inv_freq", 1.0 / torch::pow(cfg.rope_theta, idx / double(cfg.head_dim)));
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Tensor& pos,
+                                       attention_inputs& in) {
+  // (B, T, D/2) angles -> (B, 1, T, D) tables, duplicated halves as in HF.
+  // In the model's precision: float32 as in HF, float64 for a float64 trainer.
+  auto freqs = pos.to(inv_freq_.scalar_type()).unsqueeze(-1) * inv_freq_;
+  auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
+  in.cos = emb.cos();
+  in.sin = emb.sin();
+  auto h = embed_tokens(ids);
+  for (size_t l = 0; l < layer_list_.size(); ++l) {
+    in.layer = static_cast<int64_t>(l);
+    h = layer_list_[l]->forward(h, in);
+  }
+  return norm(h);
+}
+
+CausalLMImpl::CausalLMImpl(const model_config& cfg) : cfg_(cfg) {
+  cfg_.validate("model config");
+  model = register_module("model", Transformer(cfg));
+  if (!cfg.tie_word_embeddings)
+    lm_head = register_module(
+        "lm_head",
+        torch::nn::Linear(torch::nn::LinearOptions(cfg.hidden_size, cfg.vocab_size).bias(false)));
+}
+
+namespace {
+
+attention_inputs full_inputs(const torch::Tensor& mask) {
+  attention_inputs in;
+  if (mask.defined()) {
+    TORCH_CHECK(mask.dim() == 3 && mask.scalar_type() == torch::kBool,
+                "attention mask must be bool (B, T, T), got ", mask.sizes());
+    in.mask = mask.unsqueeze(1).unsqueeze(1);  // (B, 1, 1, T, T)
+  }
+  return in;
+}
+
+void check_ids(const torch::Tensor& ids, const torch::Tensor& pos, const model_config& cfg) {
+  TORCH_CHECK(ids.dim() == 2 && pos.sizes() == ids.sizes(),
+              "ids and position ids must both be (B, T); got ", ids.sizes(), " and ", pos.sizes());
+  TORCH_CHECK(ids.scalar_type() == torch::kLong && pos.scalar_type() == torch::kLong,
+              "ids and position ids must be int64");
+  (void)cfg;
+}
+
+}  // namespace
+
+torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor& pos,
+                                   const torch::Tensor& mask) {
+  check_ids(ids, pos, cfg_);
+  auto in = full_inputs(mask);
+  return model(ids, pos, in);
+}
+
+torch::Tensor CausalLMImpl::lm_logits(const torch::Tensor& h) {
+  if (lm_head) return lm_head(h);
+  return torch::matmul(h, model->embed_tokens->weight.t());
+}
+
+torch::Tensor CausalLMImpl::forward(const torch::Tensor& ids, const torch::Tensor& pos,
+                                    const torch::Tensor& mask) {
+  return lm_logits(hidden(ids, pos, mask));
+}
+
+torch::Tensor CausalLMImpl::prefill(const torch::Tensor& ids, const torch::Tensor& pos,
+                                    const torch::Tensor& last, std::vector<torch::Tensor>& k_out,
+                                    std::vector<torch::Tensor>& v_out) {
+  check_ids(ids, pos, cfg_);
+  attention_inputs in;
+  k_out.clear();
+  v_out.clear();
+  in.k_out = &k_out;
+  in.v_out = &v_out;
+  auto h = model(ids, pos, in);  // (B, T, hidden)
+  auto rows = torch::arange(ids.size(0), last.options());
+  return lm_logits(h.index({rows, last}));  // (B, V)
+}
+
+torch::Tensor CausalLMImpl::decode(const torch::Tensor& ids, const torch::Tensor& pos, int64_t span,
+                                   kv_cache& cache) {
+  const auto B = ids.size(0);
+  TORCH_CHECK(B <= cache.slots, "decode batch ", B, " exceeds cache slots ", cache.slots);
+  attention_inputs in;
+  in.cache = &cache;
+  in.cache_pos = pos;
+  in.cache_span = span;
+  TORCH_CHECK(in.cache_span <= cache.max_len, "position ", in.cache_span - 1,
+              " is beyond the KV cache length ", cache.max_len);
+  // Row b sees keys 0..pos[b]; the rest of the span belongs to longer rows.
+  auto keys = torch::arange(in.cache_span, pos.options());
+  in.mask = (keys.unsqueeze(0) <= pos.unsqueeze(1)).view({B, 1, 1, 1, in.cache_span});
+  auto h = model(ids.unsqueeze(1), pos.unsqueeze(1), in);  // (B, 1, hidden)
+  return lm_logits(h.squeeze(1));
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> CausalLMImpl::ordered_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& item : named_parameters(/*recurse=*/true))
+    out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+CausalLM init_causal_lm(const model_config& cfg, double std, uint64_t seed, torch::Device device) {
+  CausalLM m(cfg);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : m->ordered_parameters()) {
+    bool is_norm = name.find("norm") != std::string::npos;
+    bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if (is_norm)
+      p.fill_(1.0);
+    else if (is_bias)
+      p.zero_();
+    else
+      p.normal_(0.0, std, gen);
+  }
+  m->to(device);
+  return m;
+}
+
+torch::Tensor causal_mask(int64_t T, torch::Device device) {
+  return torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,154 @@
+#pragma once
+
+// The Qwen2/Llama decoder-only transformer. This header pulls in torch; include it only from
+// the few .cpp files that do tensor work.
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/model/model_config.hpp"
+
+namespace asyncrl {
+
+/// Slot-major key/value cache for continuous batching. Rows 0..n-1 are the live sequences;
+/// k[l], v[l] are (slots, kv_heads, max_len, head_dim), keys stored after RoPE.
+struct kv_cache {
+  std::vector<torch::Tensor> k, v;
+  int64_t slots = 0;
+  int64_t max_len = 0;
+
+  kv_cache() = default;
+  kv_cache(const model_config& cfg, int64_t slots, int64_t max_len, torch::Device device);
+  /// Copies row `from` over row `to` in every layer (swap-remove on finish).
+  void move_row(int64_t from, int64_t to);
+  /// Writes the first `len` positions of `src_k/src_v[l][src]` ((B, kv_heads, T, head_dim)
+  /// per layer) into row `row`.
+  void write_prefix(int64_t row, const std::vector<torch::Tensor>& src_k,
+                    const std::vector<torch::Tensor>& src_v, int64_t src, int64_t len);
+};
+
+/// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight, computed in float32.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+/// What the attention of one forward pass needs besides x: rotary tables, the mask, and in
+/// decode mode the cache to write into and read from.
+struct attention_inputs {
+  torch::Tensor cos, sin;     // (B, 1, T, head_dim)
+  torch::Tensor mask;         // bool (B, 1, 1, T, Tk) true = attend; undefined = causal
+  kv_cache* cache = nullptr;  // decode: T == 1, rows 0..B-1
+  torch::Tensor cache_pos;    // decode: (B,) int64 position written for each row
+  int64_t cache_span = 0;     // decode: keys 0..cache_span-1 are read
+  int64_t layer = 0;
+  std::vector<torch::Tensor>* k_out = nullptr;  // prefill: collect (B, kv_heads, T, head_dim)
+  std::vector<torch::Tensor>* v_out = nullptr;
+};
+
+/// Grouped-query self-attention with Qwen2's optional q/k/v biases.
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const model_config& cfg);
+  torch::Tensor forward(const torch::Tensor& x, const attention_inputs& in);  // (B, T, hidden)
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+};
+TORCH_MODULE(Attention);
+
+/// SiLU-gated MLP: down(silu(gate(x)) * up(x)).
+class MLPImpl : public torch::nn::Module {
+ public:
+  explicit MLPImpl(const model_config& cfg);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(MLP);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const model_config& cfg);
+  torch::Tensor forward(const torch::Tensor& x, const attention_inputs& in);
+  Attention self_attn{nullptr};
+  MLP mlp{nullptr};
+  RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+/// Embedding, decoder stack and final norm; parameter names follow HF (`embed_tokens`, ...).
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const model_config& cfg);
+  /// ids, pos: (B, T) int64. Returns hidden states (B, T, hidden) after the final norm.
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& pos, attention_inputs& in);
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RMSNorm norm{nullptr};
+
+ private:
+  torch::Tensor inv_freq_;  // (head_dim / 2,)
+  std::vector<DecoderLayer> layer_list_;
+};
+TORCH_MODULE(Transformer);
+
+/// The causal LM: `model.*` plus `lm_head` (absent when tied to the embedding).
+class CausalLMImpl : public torch::nn::Module {
+ public:
+  explicit CausalLMImpl(const model_config& cfg);
+
+  /// Logits (B, T, V). ids, pos: (B, T) int64 with explicit positions; mask: bool (B, T, T)
+  /// where true lets query t see key s; undefined = plain causal.
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& pos,
+                        const torch::Tensor& mask = {});
+  /// Hidden states (B, T, hidden) before the LM head, so callers can project only the
+  /// positions they need.
+  torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& pos,
+                       const torch::Tensor& mask = {});
+  /// (..., hidden) -> (..., V).
+  torch::Tensor lm_logits(const torch::Tensor& h);
+
+  /// Prefill for generation: returns logits of the last position of each row, (B, V), and
+  /// the per-layer keys/values (B, kv_heads, T, head_dim). `last`: (B,) index of each row's
+  /// last real token (rows are right-padded).
+  torch::Tensor prefill(const torch::Tensor& ids, const torch::Tensor& pos,
+                        const torch::Tensor& last, std::vector<torch::Tensor>& k_out,
+                        std::vector<torch::Tensor>& v_out);
+  /// One decode step for cache rows 0..B-1: ids, pos (B,) int64; writes this token's keys at
+  /// `pos` and attends to keys 0..pos of its row. `span` = max(pos) + 1, known to the caller
+  /// on the host (saves a device sync). Returns logits (B, V).
+  torch::Tensor decode(const torch::Tensor& ids, const torch::Tensor& pos, int64_t span,
+                       kv_cache& cache);
+
+  const model_config& config() const { return cfg_; }
+  /// Parameters in a fixed order with their HF names (the order of registration).
+  std::vector<std::pair<std::string, torch::Tensor>> ordered_parameters() const;
+
+  Transformer model{nullptr};
+  torch::nn::Linear lm_head{nullptr};
+
+ private:
+  model_config cfg_;
+};
+TORCH_MODULE(CausalLM);
+
+/// A fresh model with normal(0, std) weights, zero biases and unit norms, from `seed`.
+CausalLM init_causal_lm(const model_config& cfg, double std, uint64_t seed, torch::Device device);
+
+/// A bool (B, T, T) mask from a plain causal triangle, for callers that build their own.
+torch::Tensor causal_mask(int64_t T, torch::Device device);
+
+}  // namespace asyncrl

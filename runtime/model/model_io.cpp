@@ -1,0 +1,115 @@
+#include "runtime/model/model_io.hpp"
+
+#include <openssl/evp.h>
+
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "runtime/config/run_config.hpp"
+#include "runtime/model/safetensors.hpp"
+
+namespace asyncrl {
+
+namespace fs = std::filesystem;
+
+void load_weights(CausalLMImpl& model, const safetensors_file& file) {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, param] : model.ordered_parameters()) {
+    const auto* info = file.find(name);
+    if (info == nullptr)
+      throw std::runtime_error(file.source() + ": missing tensor '" + name + "'");
+    std::vector<int64_t> want(param.sizes().begin(), param.sizes().end());
+    if (info->shape != want) {
+      auto fmt = [](const std::vector<int64_t>& s) {
+        std::string out = "[";
+        for (size_t i = 0; i < s.size(); ++i)
+          out += (i ? ", " : "") + std::to_string(s[i]);
+        return out + "]";
+      };
+      throw std::runtime_error(file.source() + ": tensor '" + name + "' has shape " +
+                               fmt(info->shape) + ", the model expects " + fmt(want));
+    }
+    auto values = file.to_f32(*info);  // upcasts F16/BF16
+    auto src = torch::from_blob(values.data(), param.sizes(), torch::kFloat32);
+    param.copy_(src);
+  }
+}
+
+model_bundle load_model_dir(const std::string& dir, torch::Device device) {
+  if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": not a model directory");
+  model_bundle b;
+  b.config = model_config::load((fs::path(dir) / kConfigFile).string());
+  b.model = CausalLM(b.config);
+  auto weights = safetensors_file::read((fs::path(dir) / kWeightsFile).string());
+  load_weights(*b.model, weights);
+  b.model->to(device);
+  auto tok_path = fs::path(dir) / kTokenizerFile;
+  if (fs::exists(tok_path)) {
+    b.tokenizer = char_tokenizer::load(tok_path.string());
+    if (b.tokenizer->vocab_size() > b.config.vocab_size)
+      throw std::runtime_error(tok_path.string() + ": tokenizer has " +
+                               std::to_string(b.tokenizer->vocab_size()) +
+                               " tokens, the model only " + std::to_string(b.config.vocab_size));
+  }
+  return b;
+}
+
+void save_model_dir(const std::string& dir, CausalLMImpl& model, const char_tokenizer* tok) {
+  fs::create_directories(dir);
+  model.config().save((fs::path(dir) / kConfigFile).string());
+  std::vector<torch::Tensor> keep;  // CPU float32 copies outlive the write
+  std::vector<st_write_tensor> out;
+  for (auto& [name, p] : model.ordered_parameters()) {
+    auto t = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    keep.push_back(t);
+    out.push_back({name, st_dtype::f32, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                   t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(float)});
+  }
+  write_safetensors((fs::path(dir) / kWeightsFile).string(), out, {{"format", "pt"}});
+  if (tok != nullptr) tok->save((fs::path(dir) / kTokenizerFile).string());
+}
+
+model_bundle load_or_init_policy(const run_config& cfg, torch::Device device) {
+  if (!cfg.model.path.empty()) {
+    auto b = load_model_dir(cfg.model.path, device);
+    if (!b.tokenizer) b.tokenizer = char_tokenizer::builtin();
+    return b;
+  }
+  model_bundle b;
+  b.tokenizer = char_tokenizer::builtin();
+  b.config = model_config::from_init(cfg.model.init, b.tokenizer->vocab_size(),
+                                     b.tokenizer->bos_id(), b.tokenizer->eos_id());
+  b.model = init_causal_lm(b.config, cfg.model.init.init_std,
+                           static_cast<uint64_t>(cfg.runtime.seed), device);
+  return b;
+}
+
+std::string params_sha256(const CausalLMImpl& model) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  for (auto& [name, p] : model.ordered_parameters()) {
+    auto t = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    EVP_DigestUpdate(ctx, t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(float));
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+double params_checksum(const CausalLMImpl& model) {
+  double total = 0;
+  for (auto& [name, p] : model.ordered_parameters())
+    total += p.detach().abs().sum().to(torch::kDouble).item<double>();
+  return total;
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,51 @@
+#pragma once
+
+// Loading and saving model directories in the Hugging Face layout. Pulls in torch.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/model/model.hpp"
+#include "runtime/model/tokenizer.hpp"
+
+namespace asyncrl {
+
+class safetensors_file;
+struct run_config;
+
+/// A policy as stored on disk: `config.json`, `model.safetensors`, and for models trained
+/// here `char_tokenizer.json`.
+struct model_bundle {
+  model_config config;
+  CausalLM model{nullptr};
+  std::optional<char_tokenizer> tokenizer;
+};
+
+/// File names inside a model directory.
+inline constexpr const char* kConfigFile = "config.json";
+inline constexpr const char* kWeightsFile = "model.safetensors";
+inline constexpr const char* kTokenizerFile = "char_tokenizer.json";
+
+/// Loads a model directory onto `device` (F32 as is, BF16/F16 upcast to float32). Throws
+/// std::runtime_error naming the file and the tensor on any mismatch.
+model_bundle load_model_dir(const std::string& dir, torch::Device device);
+
+/// Copies every parameter of `model` from `file`, checking names and shapes. A tied lm_head
+/// present in the file is ignored; a missing tensor is an error.
+void load_weights(CausalLMImpl& model, const safetensors_file& file);
+
+/// Writes config.json, model.safetensors (F32, HF names) and the tokenizer if given.
+void save_model_dir(const std::string& dir, CausalLMImpl& model, const char_tokenizer* tok);
+
+/// The starting policy of a run: model.path when set (its tokenizer, else the built-in one),
+/// else a fresh model from model.init with the built-in tokenizer, seeded by runtime.seed.
+model_bundle load_or_init_policy(const run_config& cfg, torch::Device device);
+
+/// SHA-256 (hex) of the parameters' float32 bytes, concatenated in ordered_parameters() order.
+std::string params_sha256(const CausalLMImpl& model);
+
+/// Sum of |w| over all parameters: a cheap fingerprint for per-step metrics.
+double params_checksum(const CausalLMImpl& model);
+
+}  // namespace asyncrl

@@ -1,0 +1,25 @@
+#pragma once
+
+// Moving weights between a model and a versioned snapshot. Torch-free header.
+
+#include <cstdint>
+
+#include "runtime/model/weight_blob.hpp"
+
+namespace asyncrl {
+
+class CausalLMImpl;
+
+/// Copies the model's parameters (float32, ordered_parameters() order) into a new snapshot.
+weight_snapshot snapshot_weights(const CausalLMImpl& model, int32_t version);
+
+/// Loads a snapshot into the model, checking names and shapes. With `alias` on a float32 CPU
+/// model the parameters are pointed at the snapshot's buffer (no copy; the caller keeps the
+/// snapshot alive and never writes the parameters: rollouters); otherwise the values are
+/// copied to the model's device and dtype (trainers). Throws std::runtime_error on a mismatch.
+void load_snapshot(CausalLMImpl& model, const weight_snapshot& w, bool alias);
+
+/// Sets torch's intra-op threads for the calling thread; n <= 0 leaves them.
+void set_torch_threads(int n);
+
+}  // namespace asyncrl

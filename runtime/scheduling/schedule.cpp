@@ -1,0 +1,39 @@
+#include "runtime/scheduling/schedule.hpp"
+
+#include <cmath>
+
+#include "runtime/config/run_config.hpp"
+
+namespace asyncrl {
+
+schedule_plan make_schedule(const run_config& cfg) {
+  const auto& at = cfg.async_training;
+  schedule_plan p;
+  p.mode = at.mode;
+  p.group_size = cfg.rollout.n;
+  p.groups_per_step = cfg.trainer.ppo_mini_batch_size > 0 ? cfg.trainer.ppo_mini_batch_size
+                                                          : cfg.data.train_batch_size;
+  if (at.mode == "fully_async") {
+    p.steps_per_sync = at.require_batches * at.trigger_parameter_sync_step;
+    p.old_per_step = true;
+    p.steps_per_update = at.require_batches;
+    p.partial_rollout = at.partial_rollout;
+  } else {
+    p.steps_per_sync = cfg.data.train_batch_size / p.groups_per_step;
+    p.wait_for_batch = at.mode == "sync";
+  }
+  p.groups_per_sync = p.groups_per_step * p.steps_per_sync;
+  p.total_steps = cfg.trainer.total_steps;
+  auto& a = p.admission;
+  a.window = p.groups_per_sync;
+  a.staleness_threshold = at.mode == "fully_async" ? at.staleness_threshold : 0.0;
+  a.consumer_batch = p.groups_per_step;
+  a.max_staleness = at.mode == "fully_async" ? at.max_staleness : -1;
+  a.capacity = at.queue_capacity > 0
+                   ? at.queue_capacity
+                   : static_cast<int64_t>(std::ceil((1.0 + a.staleness_threshold) * a.window)) +
+                         2 * p.groups_per_step;
+  return p;
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,34 @@
+#pragma once
+
+// How a mode turns into counts: groups per optimizer step, steps per weight sync, how the
+// trainer pulls, and the admission parameters. Shared by the actors and the simulator.
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/scheduling/admission.hpp"
+
+namespace asyncrl {
+
+struct run_config;
+
+struct schedule_plan {
+  std::string mode;             // sync, periodic, fully_async
+  int64_t group_size = 1;       // G
+  int64_t groups_per_step = 1;  // ppo_mini_batch_size prompts per optimizer step
+  int64_t steps_per_sync = 1;   // sync/periodic: B / mini; fully_async: require_batches * k
+  int64_t groups_per_sync = 1;  // the admission window k * R (B in sync and periodic)
+  bool wait_for_batch = false;  // sync: the whole batch is generated before training starts
+  bool old_per_step = false;    // fully_async: the proximal policy is the local update's start
+  // fully_async (verl): one local update gathers require_batches mini-batches before its first
+  // optimizer step, and the proximal policy stays at the weights of the update's start.
+  int64_t steps_per_update = 1;
+  bool partial_rollout = false;
+  int64_t total_steps = 1;
+  admission_params admission;
+};
+
+/// Derives the plan from the config (which load_config has already cross-checked).
+schedule_plan make_schedule(const run_config& cfg);
+
+}  // namespace asyncrl

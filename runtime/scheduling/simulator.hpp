@@ -1,0 +1,83 @@
+#pragma once
+
+// A discrete-event model of the actor runtime with modelled costs. It runs the same rules as
+// the actors: admission credits from `admission_control` (verl's window, AReaL's eta, the queue
+// bound), the mode arithmetic from `schedule_plan`, the trainer's pulls (whole batch in sync,
+// streaming otherwise), syncs every steps_per_sync steps with pause -> load -> resume, partial
+// rollout (interrupt at a decode-step boundary, re-prefill on resume) or drain, and staleness
+// drops at delivery. Response lengths come from `workload_length`, as in the real rollouter.
+// Torch-free and CAF-free, so it runs thousands of devices in seconds.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/scheduling/schedule.hpp"
+#include "runtime/scheduling/workload.hpp"
+
+namespace asyncrl {
+
+struct run_config;
+
+/// What compute costs, per device ("device" = a GPU, or a core on the CPU).
+struct sim_costs {
+  double decode_base_ms = 1.0;         // one decode step of a rollout device, fixed part
+  double decode_per_seq_ms = 0.05;     // ... plus this per active sequence
+  double prefill_per_token_ms = 0.01;  // prefill, per context token (once per group prompt)
+  double train_per_token_ms = 0.1;     // trainer forward + backward, per response token, 1 device
+  double train_step_ms = 5.0;          // optimizer step and snapshot, per step
+  double sync_ms = 1.0;                // loading new weights on the rollouters
+  double reward_ms = 0.1;              // scoring a group
+  double train_scaling = 0.0;          // speed-up of training on all train devices; 0 = ideal
+};
+
+struct sim_params {
+  schedule_plan plan;
+  workload_section workload;  // lengths "model" are simulated as fixed at workload.median
+  int64_t rollout_devices = 1;
+  int64_t train_devices = 1;
+  bool colocated = false;  // sync only: the same devices generate, then train
+  int64_t slots = 128;     // KV-cache slots per rollout device
+  int64_t prompt_tokens = 12;
+  int64_t chunk_tokens = 4;  // control messages are seen between chunks
+  // The trainer's micro-batches pad every response to the longest in the micro-batch, so a
+  // long tail costs padded tokens. 0: no padding (cost per generated token).
+  int64_t micro_batch = 0;
+  bool group_aligned = true;  // micro-batches never span groups (trainer.group_aligned_...)
+  uint64_t seed = 1;
+  int64_t warmup_steps = 2;          // excluded from the mean step time
+  int32_t max_steps_per_event = 16;  // decode steps a device may advance in one event
+  sim_costs costs;
+};
+
+struct sim_step {
+  int64_t step = 0;
+  double end_ms = 0;
+  double step_ms = 0;
+  double trainer_idle_ms = 0;
+  int64_t tokens = 0;
+  int64_t stale_samples = 0;
+  int32_t staleness_max = 0;
+  int64_t partial_samples = 0;
+  int32_t max_partial_span = 0;
+  int64_t samples = 0;
+};
+
+struct sim_result {
+  std::vector<sim_step> steps;
+  double total_ms = 0;
+  double mean_step_ms = 0;  // after warmup_steps
+  double trainer_idle_ratio = 0;
+  double rollout_idle_ratio = 0;
+  double tokens_per_s = 0;  // trained, after warm-up
+  int64_t groups_generated = 0, groups_dropped = 0, syncs = 0, interruptions = 0;
+};
+
+/// Runs the model to plan.total_steps optimizer steps.
+sim_result simulate(const sim_params& p);
+
+/// Parameters from a run config (mode, batch sizes, workload, slots) plus the `simulate.*`
+/// keys (devices and costs, or a calibration file measured by bench/bench_calibrate).
+sim_params sim_params_from(const run_config& cfg);
+
+}  // namespace asyncrl

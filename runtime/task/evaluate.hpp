@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/task/dataset.hpp"
+#include "runtime/generation/generator.hpp"
+#include "runtime/model/tokenizer.hpp"
+
+namespace asyncrl {
+
+class CausalLMImpl;
+struct eval_section;
+
+struct eval_options {
+  int64_t samples = 1;  // > 1 adds mean@N with `sampling`
+  int64_t max_new_tokens = 48;
+  int64_t batch = 128;
+  sampling_params sampling;  // for the sampled pass
+  uint64_t seed = 0;
+};
+
+struct eval_result {
+  int64_t questions = 0;
+  double pass1 = 0.0;     // greedy accuracy
+  double mean_at_n = -1;  // mean accuracy over `samples` sampled responses; -1 when samples == 1
+  int64_t samples = 1;
+  double mean_response_tokens = 0.0;  // of the greedy pass
+  double seconds = 0.0;
+};
+
+/// Greedy-only options from the config's eval section (the run's seed for the sampled pass):
+/// the same settings for the warm start's checks, a run's before/after and in-run evaluations.
+eval_options greedy_eval_options(const eval_section& e, int64_t seed);
+
+/// Greedy pass@1 (and mean@N when samples > 1) on `data`, scored by the rule-based reward.
+eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& tok,
+                     const std::vector<qa_example>& data, const eval_options& opt);
+
+}  // namespace asyncrl

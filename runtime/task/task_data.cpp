@@ -1,0 +1,44 @@
+#include "runtime/task/task_data.hpp"
+
+#include <filesystem>
+
+#include "runtime/config/run_config.hpp"
+#include "runtime/task/task_arith.hpp"
+
+namespace asyncrl {
+
+task_data load_task_data(const data_section& cfg) {
+  task_data d;
+  const bool need_builtin = cfg.train_path.empty() || cfg.test_path.empty();
+  if (need_builtin) {
+    arith_options opt;
+    opt.min_digits = static_cast<int>(cfg.arith.min_digits);
+    opt.max_digits = static_cast<int>(cfg.arith.max_digits);
+    opt.ops = cfg.arith.ops;
+    auto splits =
+        generate_arith_splits(opt, static_cast<size_t>(cfg.train_size),
+                              static_cast<size_t>(cfg.test_size), static_cast<uint64_t>(cfg.seed));
+    auto name = "built-in " + cfg.task + " (seed " + std::to_string(cfg.seed) + ")";
+    d.train = std::move(splits.train);
+    d.test = std::move(splits.test);
+    d.train_source = d.test_source = name;
+    d.builtin = true;
+  }
+  if (!cfg.train_path.empty()) {
+    d.train = load_jsonl(cfg.train_path);
+    d.train_source = cfg.train_path;
+  }
+  if (!cfg.test_path.empty()) {
+    d.test = load_jsonl(cfg.test_path);
+    d.test_source = cfg.test_path;
+  }
+  return d;
+}
+
+void write_task_data(const task_data& d, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  save_jsonl((std::filesystem::path(dir) / "train.jsonl").string(), d.train);
+  save_jsonl((std::filesystem::path(dir) / "test.jsonl").string(), d.test);
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,183 @@
+#include "runtime/train/losses.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace asyncrl::rl {
+
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::string s = "(";
+  for (int64_t i = 0; i < t.dim(); ++i)
+    s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + ")";
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+void same_shape(const at::Tensor& ref, const at::Tensor& t, const char* ref_name,
+                const char* name) {
+  require(t.defined(), std::string(name) + " is missing");
+  require(t.sizes() == ref.sizes(), std::string(name) + " has shape " + shape_of(t) + " but " +
+                                        ref_name + " has " + shape_of(ref));
+}
+
+}  // namespace
+
+at::Tensor group_advantages(const at::Tensor& rewards, bool divide_by_std, double eps) {
+  require(rewards.defined() && rewards.dim() == 2,
+          "rewards must be (num_groups, G), got " +
+              (rewards.defined() ? shape_of(rewards) : std::string("undefined")));
+  require(rewards.numel() > 0, "rewards is empty");
+  auto r = rewards.to(at::kDouble);
+  const auto G = r.size(1);
+  at::Tensor mean, std;
+  if (G == 1) {
+    mean = at::zeros({r.size(0), 1}, r.options());
+    std = at::ones({r.size(0), 1}, r.options());
+  } else {
+    mean = r.mean(1, /*keepdim=*/true);
+    std = r.std(1, /*unbiased=*/true, /*keepdim=*/true);
+  }
+  auto centred = r - mean;
+  auto a = divide_by_std ? centred / (std + eps) : centred;
+  return a.to(rewards.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+}
+
+at::Tensor zero_variance_groups(const at::Tensor& rewards) {
+  require(rewards.defined() && rewards.dim() == 2, "rewards must be (num_groups, G)");
+  return (rewards.amax(1) == rewards.amin(1));
+}
+
+surrogate clipped_surrogate(const at::Tensor& log_ratio, const at::Tensor& adv,
+                            const clip_config& clip) {
+  same_shape(log_ratio, adv, "log_ratio", "advantages");
+  auto ratio = at::exp(at::clamp(log_ratio, -20.0, 20.0));
+  auto l1 = -adv * ratio;
+  auto l2 = -adv * at::clamp(ratio, 1.0 - clip.eps_low, 1.0 + clip.eps_high);
+  auto loss = at::maximum(l1, l2);
+  // Counted apart from the dual clip, as verl does: a dual-clipped token (A < 0, r > c) has
+  // r A < clip(r) A, so it is not "clipped" here and lands in dual_clipped only.
+  auto clipped = l2 > l1;
+  auto dual_clipped = at::zeros_like(clipped);
+  if (clip.dual_c > 0) {
+    auto l3 = -adv * clip.dual_c;
+    auto neg = adv < 0;
+    dual_clipped = neg.logical_and(l3 < loss);
+    loss = at::where(neg, at::minimum(loss, l3), loss);
+  }
+  return {loss, ratio, clipped, dual_clipped};
+}
+
+at::Tensor kl_k3(const at::Tensor& logp, const at::Tensor& logp_ref) {
+  same_shape(logp, logp_ref, "logp", "logp_ref");
+  auto x = at::clamp(logp_ref - logp, -20.0, 20.0);
+  return at::clamp(at::exp(x) - x - 1.0, -10.0, 10.0);
+}
+
+at::Tensor loglinear_alpha(const at::Tensor& staleness, at::ScalarType dtype) {
+  auto d = staleness.to(dtype);
+  require(!(d < 0).any().item<bool>(), "staleness must be >= 0 (a token newer than the policy?)");
+  return at::where(d > 0, 1.0 / d.clamp_min(1.0), at::zeros_like(d));
+}
+
+at::Tensor loglinear_prox(const at::Tensor& logp_behav, const at::Tensor& logp,
+                          const at::Tensor& staleness) {
+  same_shape(logp, logp_behav, "logp", "logp_behav");
+  same_shape(logp, staleness, "logp", "staleness");
+  auto alpha = loglinear_alpha(staleness, logp.scalar_type());
+  return alpha * logp_behav + (1.0 - alpha) * logp.detach();
+}
+
+decoupled_terms decoupled_surrogate(const at::Tensor& logp, const at::Tensor& logp_prox,
+                                    const at::Tensor& logp_behav, const at::Tensor& adv,
+                                    const clip_config& clip, double cap) {
+  same_shape(logp, logp_prox, "logp", "logp_prox");
+  same_shape(logp, logp_behav, "logp", "logp_behav");
+  same_shape(logp, adv, "logp", "advantages");
+  auto w = at::exp(at::clamp(logp_prox.detach() - logp_behav, -20.0, 20.0));
+  auto kept = cap > 0 ? (w <= cap) : at::ones_like(w, w.options().dtype(at::kBool));
+  auto s = clipped_surrogate(logp - logp_prox.detach(), adv, clip);
+  auto loss = s.loss * (w * kept);
+  return {loss, w, kept, s.clipped, s.dual_clipped, s.ratio};
+}
+
+at::Tensor entropy_from_logits(const at::Tensor& logits) {
+  auto logp = at::log_softmax(logits, -1);
+  return -(logp.exp() * logp).sum(-1);
+}
+
+at::Tensor aggregate(const at::Tensor& x, const at::Tensor& mask, const std::string& mode,
+                     double norm) {
+  same_shape(x, mask, "x", "mask");
+  require(norm > 0, "the aggregation norm (batch token or sequence count) must be > 0");
+  auto m = mask.to(x.scalar_type());
+  if (mode == "token-mean") return (x * m).sum() / norm;
+  if (mode == "seq-mean") {
+    require(x.dim() == 2, "seq-mean needs (B, T) tensors, got " + shape_of(x));
+    auto len = m.sum(1);
+    auto row = (x * m).sum(1) / len.clamp_min(1.0);
+    return row.sum() / norm;
+  }
+  throw std::invalid_argument("unknown aggregation '" + mode +
+                              "' (expected token-mean or seq-mean)");
+}
+
+loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
+  require(in.logp.defined(), "logp is missing");
+  require(in.logp.numel() > 0, "empty batch: logp has no elements");
+  same_shape(in.logp, in.mask, "logp", "mask");
+  same_shape(in.logp, in.advantages, "logp", "advantages");
+  auto mask = in.mask.to(at::kBool);
+  loss_outputs out;
+  at::Tensor weight;  // for the metrics
+  at::Tensor kept = mask;
+  at::Tensor clipped, dual_clipped;
+  if (cfg.loss == "grpo") {
+    same_shape(in.logp, in.logp_old, "logp", "logp_old");
+    auto s = clipped_surrogate(in.logp - in.logp_old.detach(), in.advantages, cfg.clip);
+    out.pg_per_token = s.loss;
+    clipped = s.clipped;
+    dual_clipped = s.dual_clipped;
+    // How far the generator drifted from the old policy: exp(logp_old - logp_behav).
+    weight = in.logp_behav.defined() ? at::exp(in.logp_old - in.logp_behav).detach()
+                                     : at::ones_like(in.logp).detach();
+  } else if (cfg.loss == "decoupled") {
+    auto d = decoupled_surrogate(in.logp, in.logp_prox, in.logp_behav, in.advantages, cfg.clip,
+                                 cfg.imp_weight_cap);
+    out.pg_per_token = d.loss;
+    clipped = d.clipped;
+    dual_clipped = d.dual_clipped;
+    weight = d.weight;
+    kept = mask.logical_and(d.kept);
+  } else {
+    throw std::invalid_argument("unknown loss '" + cfg.loss + "' (expected grpo or decoupled)");
+  }
+  auto per_token = out.pg_per_token;
+  if (in.logp_ref.defined()) {
+    out.kl_per_token = kl_k3(in.logp, in.logp_ref.detach());
+    if (cfg.kl_coef != 0) per_token = per_token + cfg.kl_coef * out.kl_per_token;
+  }
+  out.loss = aggregate(per_token, mask, cfg.agg, in.norm);
+
+  at::NoGradGuard no_grad;
+  auto& st = out.stats;
+  st.tokens = mask.sum().item<double>();
+  st.kept_tokens = kept.sum().item<double>();
+  st.clipped = clipped.logical_and(kept).sum().item<double>();
+  st.dual_clipped = dual_clipped.logical_and(kept).sum().item<double>();
+  if (out.kl_per_token.defined())
+    st.kl_sum = (out.kl_per_token.detach() * mask).sum().item<double>();
+  if (st.tokens > 0) {
+    auto w = weight.masked_select(mask);
+    st.weight_min = w.min().item<double>();
+    st.weight_max = w.max().item<double>();
+    st.weight_sum = w.to(at::kDouble).sum().item<double>();
+  }
+  return out;
+}
+
+}  // namespace asyncrl::rl

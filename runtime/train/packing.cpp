@@ -1,0 +1,138 @@
+#include "runtime/train/packing.hpp"
+
+#include <map>
+#include <stdexcept>
+
+namespace asyncrl {
+
+namespace {
+
+struct builder {
+  std::vector<int64_t> src, targets, row, col;
+  int64_t max_response = 0;
+
+  void add_response(const scored_sample& s, int64_t m, int64_t flat_first_pred,
+                    int64_t flat_first_tok) {
+    // Token j is predicted by the output at the previous token: the last prompt token for
+    // j = 0, else token j - 1 of this response.
+    for (size_t j = 0; j < s.response.size(); ++j) {
+      src.push_back(j == 0 ? flat_first_pred : flat_first_tok + static_cast<int64_t>(j) - 1);
+      targets.push_back(s.response[j]);
+      row.push_back(m);
+      col.push_back(static_cast<int64_t>(j));
+    }
+    max_response = std::max<int64_t>(max_response, static_cast<int64_t>(s.response.size()));
+  }
+};
+
+at::Tensor long_tensor(const std::vector<int64_t>& v, at::Device d) {
+  return at::tensor(v, at::TensorOptions().dtype(at::kLong)).to(d);
+}
+
+}  // namespace
+
+packed_batch pack_samples(const std::vector<const scored_sample*>& samples, bool shared_prompt,
+                          at::Device device) {
+  if (samples.empty()) throw std::invalid_argument("pack_samples: empty micro-batch");
+  for (auto* s : samples) {
+    if (s->prompt.empty()) throw std::invalid_argument("pack_samples: a sample has no prompt");
+    if (s->logprobs.size() != s->response.size() || s->versions.size() != s->response.size())
+      throw std::invalid_argument("pack_samples: sample " + std::to_string(s->uid) +
+                                  " has mismatched response/logprob/version lengths");
+  }
+  // Packs: lists of sample indices sharing one sequence.
+  std::vector<std::vector<int64_t>> packs;
+  if (shared_prompt) {
+    std::map<uint64_t, size_t> by_group;
+    for (size_t m = 0; m < samples.size(); ++m) {
+      auto it = by_group.find(samples[m]->group_id);
+      if (it == by_group.end()) {
+        by_group.emplace(samples[m]->group_id, packs.size());
+        packs.push_back({static_cast<int64_t>(m)});
+      } else {
+        if (samples[packs[it->second][0]]->prompt != samples[m]->prompt)
+          throw std::invalid_argument("pack_samples: group " +
+                                      std::to_string(samples[m]->group_id) +
+                                      " has responses to different prompts");
+        packs[it->second].push_back(static_cast<int64_t>(m));
+      }
+    }
+  } else {
+    for (size_t m = 0; m < samples.size(); ++m)
+      packs.push_back({static_cast<int64_t>(m)});
+  }
+
+  const auto B = static_cast<int64_t>(packs.size());
+  int64_t T = 0, real = 0;
+  for (auto& p : packs) {
+    int64_t len = static_cast<int64_t>(samples[p[0]]->prompt.size());
+    for (auto m : p)
+      len += static_cast<int64_t>(samples[m]->response.size());
+    T = std::max(T, len);
+    real += len;
+  }
+  std::vector<int64_t> ids(B * T, 0), pos(B * T, 0);
+  std::vector<uint8_t> mask(shared_prompt ? B * T * T : 0, 0);
+  builder bld;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& prompt = samples[packs[b][0]]->prompt;
+    const auto Lp = static_cast<int64_t>(prompt.size());
+    auto at = [&](int64_t t, int64_t u) -> uint8_t& { return mask[(b * T + t) * T + u]; };
+    for (int64_t t = 0; t < Lp; ++t) {
+      ids[b * T + t] = prompt[t];
+      pos[b * T + t] = t;
+      if (shared_prompt)
+        for (int64_t u = 0; u <= t; ++u)
+          at(t, u) = 1;
+    }
+    int64_t off = Lp;
+    for (auto m : packs[b]) {
+      const auto& r = samples[m]->response;
+      const auto L = static_cast<int64_t>(r.size());
+      for (int64_t j = 0; j < L; ++j) {
+        ids[b * T + off + j] = r[j];
+        pos[b * T + off + j] = Lp + j;  // every response restarts right after the prompt
+        if (shared_prompt) {
+          for (int64_t u = 0; u < Lp; ++u)
+            at(off + j, u) = 1;
+          for (int64_t u = off; u <= off + j; ++u)
+            at(off + j, u) = 1;
+        }
+      }
+      bld.add_response(*samples[m], m, b * T + Lp - 1, b * T + off);
+      off += L;
+    }
+    if (shared_prompt)  // padding attends to itself only, so no row is empty
+      for (int64_t t = off; t < T; ++t)
+        at(t, t) = 1;
+  }
+  packed_batch out;
+  out.ids = long_tensor(ids, device).view({B, T});
+  out.pos = long_tensor(pos, device).view({B, T});
+  if (shared_prompt)
+    out.mask = at::tensor(mask, at::TensorOptions().dtype(at::kByte))
+                   .view({B, T, T})
+                   .to(at::kBool)
+                   .to(device);
+  out.src = long_tensor(bld.src, device);
+  out.targets = long_tensor(bld.targets, device);
+  out.row = long_tensor(bld.row, device);
+  out.col = long_tensor(bld.col, device);
+  out.samples = static_cast<int64_t>(samples.size());
+  out.max_response = bld.max_response;
+  out.tokens_processed = real;
+  out.tokens_padded = B * T;
+  return out;
+}
+
+at::Tensor to_rows(const at::Tensor& flat, const packed_batch& b) {
+  auto out = at::zeros({b.samples, std::max<int64_t>(1, b.max_response)}, flat.options());
+  return out.index_put({b.row, b.col}, flat);
+}
+
+at::Tensor response_mask(const packed_batch& b) {
+  auto ones = at::ones({b.row.size(0)}, b.row.options().dtype(at::kBool));
+  return to_rows(ones, b);
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,40 @@
+#pragma once
+
+// Turns a micro-batch of responses into model inputs: one right-padded sequence per response,
+// or with shared-prompt attention (seed 000, §4.3) one sequence per prompt holding
+// [prompt, r_1, ..., r_K]. Pulls in torch.
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "runtime/train/samples.hpp"
+
+namespace asyncrl {
+
+struct packed_batch {
+  at::Tensor ids, pos;           // (B, T) int64
+  at::Tensor mask;               // (B, T, T) bool when packed; undefined = plain causal
+  at::Tensor src;                // (N,) int64 index into B*T of the position predicting each token
+  at::Tensor targets;            // (N,) int64 response tokens
+  at::Tensor row, col;           // (N,) int64 sample index in [0, M) and offset in its response
+  int64_t samples = 0;           // M
+  int64_t max_response = 0;      // longest response, for (M, max_response) per-token tensors
+  int64_t tokens_processed = 0;  // real (non-padding) tokens in ids
+  int64_t tokens_padded = 0;     // B * T
+};
+
+/// Packs `samples` for the forward pass. With `shared_prompt`, responses with the same
+/// group_id (and so the same prompt) share one copy of it: positions restart at Lp for every
+/// response, and each response sees the prompt and its own earlier tokens only.
+packed_batch pack_samples(const std::vector<const scored_sample*>& samples, bool shared_prompt,
+                          at::Device device);
+
+/// Scatters per-token values (N,) of a packed batch into (M, max_response), zero elsewhere;
+/// differentiable.
+at::Tensor to_rows(const at::Tensor& flat, const packed_batch& b);
+
+/// (M, max_response) bool mask of real response tokens.
+at::Tensor response_mask(const packed_batch& b);
+
+}  // namespace asyncrl

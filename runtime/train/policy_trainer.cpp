@@ -1,0 +1,272 @@
+#include "runtime/train/policy_trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "runtime/train/packing.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+CausalLM frozen_copy(const CausalLM& src) {
+  CausalLM m(src->config());
+  auto params = src->parameters();
+  if (!params.empty()) m->to(params.front().device(), params.front().scalar_type());
+  at::NoGradGuard ng;
+  auto from = src->ordered_parameters();
+  auto to = m->ordered_parameters();
+  for (size_t i = 0; i < to.size(); ++i) {
+    to[i].second.copy_(from[i].second);
+    to[i].second.set_requires_grad(false);
+  }
+  m->eval();
+  return m;
+}
+
+// Logits (N, V) / T at the positions that predict each response token.
+at::Tensor response_logits(CausalLMImpl& model, const packed_batch& b, double temperature) {
+  auto h = model.hidden(b.ids, b.pos, b.mask);                     // (B, T, H)
+  auto rows = h.reshape({-1, h.size(-1)}).index_select(0, b.src);  // (N, H)
+  auto logits = model.lm_logits(rows);                             // (N, V)
+  return temperature == 1.0 ? logits : logits / temperature;
+}
+
+at::Tensor gather_logp(const at::Tensor& logits, const at::Tensor& targets) {
+  return at::log_softmax(logits, -1).gather(1, targets.unsqueeze(1)).squeeze(1);  // (N,)
+}
+
+// hi + lo += x by TwoSum (Knuth): hi + lo carries the running sum to ~2^-106, so the rounded
+// total hi + lo does not depend on the order the terms came in. float32 gradients need no
+// `lo`: with 24-bit mantissas they add up exactly in a float64 `hi` (unless their sizes differ
+// by more than 2^29); float64 gradients would not.
+void add_compensated(at::Tensor& hi, at::Tensor& lo, const at::Tensor& x) {
+  auto s = hi + x;
+  auto x_part = s - hi;
+  lo.add_((hi - (s - x_part)) + (x - x_part));
+  hi.copy_(s);
+}
+
+}  // namespace
+
+policy_trainer::policy_trainer(CausalLM policy, trainer_settings settings)
+    : policy_(std::move(policy)), s_(std::move(settings)) {
+  if (s_.trainer.precision == "float64") policy_->to(at::kDouble);
+  old_ = frozen_copy(policy_);
+  ref_ = frozen_copy(policy_);
+  const auto& al = s_.algorithm;
+  loss_cfg_.loss = al.loss;
+  loss_cfg_.clip = {al.clip_eps_low, al.clip_eps_high, al.dual_clip_c};
+  loss_cfg_.kl_coef = al.kl_coef;
+  loss_cfg_.imp_weight_cap = al.imp_weight_cap;
+  loss_cfg_.agg = al.loss_agg;
+  const auto& tr = s_.trainer;
+  optimizer_options oo;
+  oo.lr = tr.lr;
+  oo.weight_decay = tr.weight_decay;
+  oo.beta1 = tr.beta1;
+  oo.beta2 = tr.beta2;
+  oo.grad_clip = tr.grad_clip;
+  optimizer_ = std::make_unique<policy_optimizer>(policy_->parameters(), oo);
+  schedule_ = lr_schedule{tr.lr_schedule, tr.lr, tr.warmup_steps, tr.total_steps, tr.min_lr_ratio};
+  if (tr.deterministic_accumulation)
+    for (auto& p : policy_->parameters()) {
+      grad64_.push_back(at::zeros_like(p, at::kDouble));
+      if (p.scalar_type() == at::kDouble) grad64_lo_.push_back(at::zeros_like(p, at::kDouble));
+    }
+  policy_->train();
+}
+
+void policy_trainer::begin_batch() {
+  at::NoGradGuard ng;
+  auto from = policy_->ordered_parameters();
+  auto to = old_->ordered_parameters();
+  for (size_t i = 0; i < to.size(); ++i)
+    to[i].second.copy_(from[i].second);
+}
+
+at::Tensor policy_trainer::packed_logprobs(CausalLMImpl& model, const packed_batch& b) {
+  at::NoGradGuard ng;
+  return gather_logp(response_logits(model, b, s_.temperature), b.targets);
+}
+
+at::Tensor policy_trainer::response_logprobs(CausalLMImpl& model,
+                                             const std::vector<const scored_sample*>& samples) {
+  auto device = model.parameters().front().device();
+  auto b = pack_samples(samples, s_.trainer.shared_prompt_attention, device);
+  // Pack order -> rows -> sample order.
+  return to_rows(packed_logprobs(model, b), b).masked_select(response_mask(b));
+}
+
+void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) {
+  auto t_start = std::chrono::steady_clock::now();
+  auto device = policy_->parameters().front().device();
+  auto b = pack_samples(micro, s_.trainer.shared_prompt_attention, device);
+  const auto N = b.targets.size(0);
+  if (N == 0) throw std::invalid_argument("micro-batch has no response tokens");
+
+  // Per-token generator data as (M, max_response) rows, row m = micro[m]. The model's
+  // log-probs come out in pack order and are scattered into the same rows by to_rows().
+  const int64_t M = b.samples, L = std::max<int64_t>(1, b.max_response);
+  // Advantages stay double until cast to the working dtype: a float64 trainer must not see a
+  // float32-rounded copy (1e-8 relative).
+  std::vector<float> behav(M * L, 0.f);
+  std::vector<double> adv(M * L, 0.0);
+  std::vector<int32_t> stale(M * L, 0);
+  for (int64_t m = 0; m < M; ++m) {
+    const auto* s = micro[m];
+    for (size_t j = 0; j < s->response.size(); ++j) {
+      behav[m * L + j] = s->logprobs[j];
+      adv[m * L + j] = s->advantage;
+      int32_t d = version_ - s->versions[j];
+      if (d < 0)
+        throw std::invalid_argument("sample " + std::to_string(s->uid) +
+                                    " has a token of version " + std::to_string(s->versions[j]) +
+                                    ", newer than the policy (" + std::to_string(version_) + ")");
+      stale[m * L + j] = d;
+      staleness_max_ = std::max(staleness_max_, d);
+    }
+  }
+  auto rows = [&](const at::Tensor& flat) { return to_rows(flat, b); };
+  auto grid = [&](const at::Tensor& t) { return t.view({M, L}).to(device); };
+  auto mask = response_mask(b);
+  const auto dtype = policy_->parameters().front().scalar_type();
+  auto behav_t = grid(at::tensor(behav)).to(dtype);
+  auto adv_t = grid(at::tensor(adv)).to(dtype);
+
+  auto logits = response_logits(*policy_, b, s_.temperature);  // (N, V), with grad
+  auto logp = rows(gather_logp(logits, b.targets));
+  {
+    at::NoGradGuard ng;
+    entropy_sum_ += rl::entropy_from_logits(logits.detach()).sum().item<double>();
+  }
+
+  rl::loss_inputs in;
+  in.logp = logp;
+  in.advantages = adv_t;
+  in.mask = mask;
+  in.norm = 1.0;  // raw sums; step() divides by the mini-batch total
+  in.logp_behav = behav_t;
+  auto t_prox = std::chrono::steady_clock::now();
+  const auto& al = s_.algorithm;
+  if (al.loss == "grpo") {
+    in.logp_old = al.use_rollout_logprobs ? behav_t : rows(packed_logprobs(*old_, b));
+  } else if (al.prox_logp == "recompute") {
+    in.logp_prox = rows(packed_logprobs(*old_, b));
+  } else {
+    in.logp_prox = rl::loglinear_prox(behav_t, logp, grid(at::tensor(stale)));
+  }
+  prox_ms_ += ms_since(t_prox);
+  if (al.kl_coef > 0 || s_.trainer.compute_ref) in.logp_ref = rows(packed_logprobs(*ref_, b));
+
+  auto out = rl::policy_loss(in, loss_cfg_);
+  out.loss.backward();
+  if (!grad64_.empty()) {
+    at::NoGradGuard ng;
+    auto params = policy_->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& g = params[i].mutable_grad();
+      if (!g.defined()) continue;
+      if (grad64_lo_.empty())
+        grad64_[i].add_(g.to(at::kDouble));
+      else
+        add_compensated(grad64_[i], grad64_lo_[i], g);
+      g.zero_();
+    }
+  }
+
+  const auto& st = out.stats;
+  loss_sum_ += out.loss.item<double>();
+  kl_sum_ += st.kl_sum;
+  clipped_ += st.clipped;
+  dual_clipped_ += st.dual_clipped;
+  weight_sum_ += st.weight_sum;
+  weight_min_ = tokens_ == 0 ? st.weight_min : std::min(weight_min_, st.weight_min);
+  weight_max_ = tokens_ == 0 ? st.weight_max : std::max(weight_max_, st.weight_max);
+  tokens_ += static_cast<int64_t>(st.tokens);
+  kept_ += static_cast<int64_t>(st.kept_tokens);
+  samples_ += b.samples;
+  processed_ += b.tokens_processed;
+  fb_ms_ += ms_since(t_start);
+}
+
+at::Tensor policy_trainer::accumulated(size_t i) const {
+  return grad64_lo_.empty() ? grad64_[i] : grad64_[i] + grad64_lo_[i];
+}
+
+std::vector<at::Tensor> policy_trainer::pending_gradient() const {
+  const double norm = s_.algorithm.loss_agg == "token-mean" ? double(tokens_) : double(samples_);
+  std::vector<at::Tensor> out;
+  auto params = policy_->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!grad64_.empty())
+      out.push_back(accumulated(i) / norm);
+    else
+      out.push_back(params[i].grad().defined() ? params[i].grad().to(at::kDouble) / norm
+                                               : at::zeros_like(params[i], at::kDouble));
+  }
+  return out;
+}
+
+update_stats policy_trainer::step() {
+  update_stats u;
+  const double norm = s_.algorithm.loss_agg == "token-mean" ? double(tokens_) : double(samples_);
+  if (norm <= 0) throw std::invalid_argument("optimizer step with no accumulated tokens");
+  {
+    at::NoGradGuard ng;
+    auto params = policy_->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& g = params[i].mutable_grad();
+      if (!grad64_.empty()) {
+        // In the parameters' working dtype: float64 stays float64.
+        auto scaled = (accumulated(i) / norm).to(params[i].scalar_type());
+        if (g.defined())
+          g.copy_(scaled);
+        else
+          g = scaled;
+        grad64_[i].zero_();
+        if (!grad64_lo_.empty()) grad64_lo_[i].zero_();
+      } else if (g.defined()) {
+        g.div_(norm);
+      }
+    }
+  }
+  u.loss = loss_sum_ / norm;
+  u.lr = schedule_.at(steps_taken_);
+  auto outcome = optimizer_->step(u.lr, std::isfinite(u.loss));
+  // The next mini-batch accumulates from zero: backward() adds into .grad, which still holds
+  // this step's normalised gradient (the optimizer only clears it on a skipped step).
+  optimizer_->zero_grad();
+  ++steps_taken_;
+  if (!outcome.skipped) ++version_;
+  u.grad_norm = outcome.grad_norm;
+  u.skipped = outcome.skipped;
+  u.kl = tokens_ ? kl_sum_ / tokens_ : 0;
+  u.entropy = tokens_ ? entropy_sum_ / tokens_ : 0;
+  u.clip_frac = kept_ ? clipped_ / kept_ : 0;
+  u.clip_frac_lower = kept_ ? dual_clipped_ / kept_ : 0;
+  u.imp_weight_min = weight_min_;
+  u.imp_weight_max = weight_max_;
+  u.imp_weight_mean = tokens_ ? weight_sum_ / tokens_ : 0;
+  u.masked_tokens = tokens_ - kept_;
+  u.tokens = tokens_;
+  u.samples = samples_;
+  u.tokens_processed = processed_;
+  u.staleness_max = staleness_max_;
+  u.prox_time_ms = prox_ms_;
+  u.forward_backward_ms = fb_ms_;
+  loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
+  weight_min_ = weight_max_ = 0;
+  tokens_ = kept_ = samples_ = processed_ = 0;
+  staleness_max_ = 0;
+  prox_ms_ = fb_ms_ = 0;
+  return u;
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,108 @@
+#pragma once
+
+// The tri-model trainer (seed 000, §4.2): the policy being trained, the old policy (the
+// weights at the start of the current batch: the generator's weights in the on-policy modes,
+// the proximal policy in the asynchronous ones) and the frozen reference. Micro-batches stream
+// in any order; gradients accumulate as un-normalised sums and are divided by the mini-batch's
+// token (or sequence) count at the step, so any partition into micro-batches gives the
+// full-batch update (Theorem 1, Proposition 2). Pulls in torch.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/train/losses.hpp"
+#include "runtime/train/lr_schedule.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/train/optimizer.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/train/samples.hpp"
+
+namespace asyncrl {
+
+struct packed_batch;
+
+/// Metrics of one optimizer step (sums over its mini-batch, turned into means).
+struct update_stats {
+  double loss = 0, kl = 0, entropy = 0;
+  // Shares of kept tokens, counted apart as verl does: the clipped PPO term was the active loss
+  // (pg_clipfrac), and A < 0 with the dual clip -c A applied (pg_clipfrac_lower).
+  double clip_frac = 0, clip_frac_lower = 0;
+  double imp_weight_min = 0, imp_weight_max = 0, imp_weight_mean = 0;
+  int64_t masked_tokens = 0;  // dropped by the importance-weight cap
+  int64_t tokens = 0;         // response tokens trained
+  int64_t samples = 0;
+  int64_t tokens_processed = 0;  // tokens through the policy forward (after packing)
+  int32_t staleness_max = 0;     // max over tokens of version - token version
+  double grad_norm = 0;
+  bool skipped = false;
+  double lr = 0;
+  double prox_time_ms = 0;  // old/proximal log-probs: the forward pass, or the interpolation
+  double forward_backward_ms = 0;
+};
+
+struct trainer_settings {
+  algorithm_section algorithm;
+  trainer_section trainer;
+  double temperature = 1.0;  // logits are divided by it, as the generator does
+};
+
+class policy_trainer {
+ public:
+  /// Takes over the policy (converting it to float64 when trainer.precision says so) and
+  /// copies it into the old and reference models (frozen).
+  policy_trainer(CausalLM policy, trainer_settings settings);
+
+  /// old <- policy: call when a new batch of rollouts starts (the weights the rollouters get).
+  void begin_batch();
+  /// Forward (policy with gradients; old and reference without), loss, backward for one
+  /// micro-batch. The samples' advantages must be set. Throws std::invalid_argument on bad
+  /// input (empty batch, mismatched lengths, a token version newer than the policy).
+  void accumulate(const std::vector<const scored_sample*>& micro);
+  /// Normalises the accumulated gradients, clips, and steps AdamW (or skips a non-finite
+  /// step, leaving weights and optimizer state untouched). Returns the step's metrics.
+  update_stats step();
+
+  /// The gradient the next step() would apply (accumulated sums / the mini-batch's token or
+  /// sequence count), before clipping. For tests and diagnostics.
+  std::vector<at::Tensor> pending_gradient() const;
+
+  /// Successful optimizer steps so far: the version of the current policy weights.
+  int32_t version() const { return version_; }
+  void set_version(int32_t v) { version_ = v; }
+  int64_t skipped_steps() const { return optimizer_->skipped_steps(); }
+  CausalLM policy() const { return policy_; }
+  CausalLM old_policy() const { return old_; }
+  CausalLM reference() const { return ref_; }
+
+  /// Per-token log-probs (N,) of the samples' responses under `model`, flattened sample by
+  /// sample in the given order; no gradient. For tests and checks (rollout vs trainer).
+  at::Tensor response_logprobs(CausalLMImpl& model,
+                               const std::vector<const scored_sample*>& samples);
+
+ private:
+  // Log-probs (N,) in pack order of an already packed batch; no gradient.
+  at::Tensor packed_logprobs(CausalLMImpl& model, const packed_batch& b);
+
+  CausalLM policy_{nullptr}, old_{nullptr}, ref_{nullptr};
+  trainer_settings s_;
+  rl::loss_config loss_cfg_;
+  std::unique_ptr<policy_optimizer> optimizer_;
+  lr_schedule schedule_;
+  // The raw gradient sum of parameter i so far (float64), from the accumulators below.
+  at::Tensor accumulated(size_t i) const;
+
+  std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode)
+  std::vector<at::Tensor> grad64_lo_;  // float64 weights only: their TwoSum error terms
+  int32_t version_ = 0;
+  int64_t steps_taken_ = 0;
+  // Accumulated over the current mini-batch.
+  double loss_sum_ = 0, kl_sum_ = 0, entropy_sum_ = 0, clipped_ = 0, dual_clipped_ = 0;
+  double weight_sum_ = 0;
+  double weight_min_ = 0, weight_max_ = 0;
+  int64_t tokens_ = 0, kept_ = 0, samples_ = 0, processed_ = 0;
+  int32_t staleness_max_ = 0;
+  double prox_ms_ = 0, fb_ms_ = 0;
+};
+
+}  // namespace asyncrl
