@@ -18,14 +18,15 @@
 #include "actors/synchronizer.hpp"
 #include "actors/trainer.hpp"
 #include "runtime/common/progress.hpp"
-#include "runtime/task/prompting.hpp"
 #include "runtime/common/rng.hpp"
+#include "runtime/task/prompting.hpp"
 
 namespace asyncrl {
 
 std::string metrics_line(const step_report& r, double wall, int64_t tokens_generated,
                          double rollouter_idle, int64_t dropped, int64_t workers) {
   const double step_s = r.step_ms / 1000.0;
+  const auto& u = r.update;
   nlohmann::ordered_json j{
       {"step", r.step},
       {"policy_version", r.policy_version},
@@ -34,42 +35,27 @@ std::string metrics_line(const step_report& r, double wall, int64_t tokens_gener
       {"reward_mean", r.reward_mean},
       {"accuracy", r.accuracy},
       {"tokens_generated", tokens_generated},
-      {"tokens_trained", r.tokens_trained},
-      {"tpspd", step_s > 0 ? r.tokens_trained / step_s / double(workers + 1) : 0.0},
+      {"tpspd", step_s > 0 ? u.tokens_trained / step_s / double(workers + 1) : 0.0},
       {"trainer_idle_ratio", r.step_ms > 0 ? r.trainer_idle_ms / r.step_ms : 0.0},
       {"rollouter_idle_ratio", rollouter_idle},
       {"stale_samples", r.stale_samples},
-      {"staleness_max", r.staleness_max},
       {"partial_ratio", r.partial_ratio},
       {"max_partial_span", r.max_partial_span},
       {"dropped_groups", dropped},
       {"filtered_groups", r.filtered_groups},
-      {"reward_failures", r.reward_failures},
-      {"kl", r.kl},
-      {"entropy", r.entropy},
-      {"clip_frac", r.clip_frac},
-      {"imp_weight_max", r.imp_weight_max},
-      {"imp_weight_min", r.imp_weight_min},
-      {"imp_weight_mean", r.imp_weight_mean},
-      {"masked_tokens", r.masked_tokens},
-      {"loss", r.loss},
-      {"grad_norm", r.grad_norm},
-      {"lr", r.lr},
-      {"skipped", r.skipped},
-      {"prox_time_ms", r.prox_time_ms},
-      {"sync_time_ms", r.sync_time_ms},
-      {"sync_bytes", r.sync_bytes},
-      {"params_checksum", r.params_checksum},
-      {"samples", r.samples},
-      {"tokens_processed", r.tokens_processed},
-      {"queue_depth", r.queue.depth},
-      {"admitted_in_window", r.queue.admitted_in_window},
-      {"window_budget", r.queue.window_budget},
-      {"published_version", r.queue.published_version},
-      {"prox_version", r.prox_version},
-      {"out_of_order_groups", r.out_of_order_groups},
-      {"clip_frac_lower", r.clip_frac_lower},
-      {"eval_time_s", r.eval_time_s}};
+      {"reward_failures", r.reward_failures}};
+  for_each_field(u, [&](const char* name, const auto& v) { j[name] = v; });
+  j.update(nlohmann::ordered_json{{"sync_time_ms", r.sync_time_ms},
+                                  {"sync_bytes", r.sync_bytes},
+                                  {"params_checksum", r.params_checksum},
+                                  {"samples", r.samples},
+                                  {"queue_depth", r.queue.depth},
+                                  {"admitted_in_window", r.queue.admitted_in_window},
+                                  {"window_budget", r.queue.window_budget},
+                                  {"published_version", r.queue.published_version},
+                                  {"prox_version", r.prox_version},
+                                  {"out_of_order_groups", r.out_of_order_groups},
+                                  {"eval_time_s", r.eval_time_s}});
   if (r.eval_accuracy >= 0) j["eval_accuracy"] = r.eval_accuracy;
   // JSON has no NaN: a non-finite value (a skipped step's grad norm) becomes null.
   for (auto& [k, v] : j.items())
@@ -165,7 +151,7 @@ void write_report(ctrl_ptr self, const step_report& r) {
   st.prev_wall = wall;
   st.prev_tokens = tokens;
   st.prev_dropped = r.queue.dropped_stale;
-  st.result.tokens_trained += r.tokens_trained;
+  st.result.tokens_trained += r.update.tokens_trained;
   st.result.steps = r.step;
   st.last_step = clock::now();
   st.last_step_no = r.step;
@@ -174,13 +160,13 @@ void write_report(ctrl_ptr self, const step_report& r) {
         std::chrono::duration<double>(st.last_step - *st.first_dispatch).count();
   if (st.metrics) *st.metrics << line << "\n" << std::flush;
   if (st.bar)
-    st.bar->update(r.step,
-                   {{"reward", r.reward_mean},
-                    {"acc", r.accuracy},
-                    {"loss", r.loss},
-                    {"trained tok/s", r.step_ms > 0 ? r.tokens_trained / (r.step_ms / 1e3) : 0},
-                    {"stale", static_cast<double>(r.stale_samples)},
-                    {"queue", static_cast<double>(r.queue.depth)}});
+    st.bar->update(
+        r.step, {{"reward", r.reward_mean},
+                 {"acc", r.accuracy},
+                 {"loss", r.update.loss},
+                 {"trained tok/s", r.step_ms > 0 ? r.update.tokens_trained / (r.step_ms / 1e3) : 0},
+                 {"stale", static_cast<double>(r.stale_samples)},
+                 {"queue", static_cast<double>(r.queue.depth)}});
 }
 
 // Shutdown: the synchronizer (so that no sync starts against stopping rollouters), the

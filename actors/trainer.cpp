@@ -8,10 +8,10 @@
 #include <optional>
 
 #include "actors/errors.hpp"
-#include "runtime/task/evaluate.hpp"
 #include "runtime/model/model_io.hpp"
-#include "runtime/train/policy_trainer.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "runtime/task/evaluate.hpp"
+#include "runtime/train/policy_trainer.hpp"
 
 namespace asyncrl {
 
@@ -192,22 +192,12 @@ void do_step(trainer_ptr self) {
   step_report r;
   r.step = st.step;
   r.policy_version = st.pt->version();
-  r.loss = u.loss, r.kl = u.kl, r.entropy = u.entropy, r.clip_frac = u.clip_frac;
-  r.imp_weight_min = u.imp_weight_min, r.imp_weight_max = u.imp_weight_max;
-  r.imp_weight_mean = u.imp_weight_mean;
-  r.masked_tokens = u.masked_tokens;
-  r.grad_norm = u.grad_norm;
-  r.skipped = u.skipped;
-  r.lr = u.lr;
-  r.prox_time_ms = u.prox_time_ms;
+  r.update = u;
   const double n = std::max<int64_t>(1, st.acc.samples);
   r.reward_mean = st.acc.reward_sum / n;
   r.accuracy = static_cast<double>(st.acc.correct) / n;
-  r.tokens_trained = u.tokens;
-  r.tokens_processed = u.tokens_processed;
   r.samples = st.acc.samples;
   r.stale_samples = st.acc.stale;
-  r.staleness_max = u.staleness_max;
   r.partial_ratio = static_cast<double>(st.acc.partial) / n;
   r.max_partial_span = st.acc.max_span;
   r.groups_trained = st.acc.groups - st.acc.filtered;
@@ -221,7 +211,6 @@ void do_step(trainer_ptr self) {
   r.queue = st.last_queue;
   r.prox_version = st.prox_version;
   r.out_of_order_groups = st.acc.out_of_order;
-  r.clip_frac_lower = u.clip_frac_lower;
   const auto every = st.args.env->cfg.eval.every_steps;
   if (every > 0 && !st.args.test.empty() && (st.step % every == 0 || st.step >= plan.total_steps)) {
     auto t0 = clock::now();

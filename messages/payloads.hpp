@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/train/samples.hpp"
+#include "runtime/train/update_stats.hpp"
 
 namespace asyncrl {
 
@@ -79,20 +80,11 @@ struct sync_report {
 struct step_report {
   int64_t step = 0;
   int32_t policy_version = 0;
-  double loss = 0, kl = 0, entropy = 0, clip_frac = 0;
-  double imp_weight_min = 0, imp_weight_max = 0, imp_weight_mean = 0;
-  int64_t masked_tokens = 0;
-  double grad_norm = 0;
-  bool skipped = false;
-  double lr = 0;
-  double prox_time_ms = 0;
+  update_stats update;  // the optimizer step's own metrics (runtime/train/update_stats.hpp)
   double reward_mean = 0;
   double accuracy = 0;
-  int64_t tokens_trained = 0;
-  int64_t tokens_processed = 0;
   int64_t samples = 0;
   int64_t stale_samples = 0;
-  int32_t staleness_max = 0;
   double partial_ratio = 0;
   int32_t max_partial_span = 0;
   int64_t groups_trained = 0;
@@ -106,7 +98,6 @@ struct step_report {
   queue_stats queue;
   int32_t prox_version = 0;         // weights of the old/proximal model in this step
   int64_t out_of_order_groups = 0;  // consumed after a group with a larger id (arrival order)
-  double clip_frac_lower = 0;       // share of tokens (A < 0) where the dual clip applied
   double eval_accuracy = -1;        // eval.every_steps: greedy test accuracy; -1 = not this step
   double eval_time_s = 0;           // eval.every_steps: time spent evaluating so far
 };
@@ -186,15 +177,18 @@ typename Inspector::result_type inspect(Inspector& f, sync_report& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, update_stats& x) {
+  return apply_fields(x,
+                      [&](auto&... fs) { return f(caf::meta::type_name("update_stats"), fs...); });
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_report& x) {
-  return f(caf::meta::type_name("step_report"), x.step, x.policy_version, x.loss, x.kl, x.entropy,
-           x.clip_frac, x.imp_weight_min, x.imp_weight_max, x.imp_weight_mean, x.masked_tokens,
-           x.grad_norm, x.skipped, x.lr, x.prox_time_ms, x.reward_mean, x.accuracy,
-           x.tokens_trained, x.tokens_processed, x.samples, x.stale_samples, x.staleness_max,
-           x.partial_ratio, x.max_partial_span, x.groups_trained, x.filtered_groups,
-           x.reward_failures, x.step_ms, x.trainer_idle_ms, x.sync_time_ms, x.sync_bytes,
-           x.params_checksum, x.queue, x.prox_version, x.out_of_order_groups, x.clip_frac_lower,
-           x.eval_accuracy, x.eval_time_s);
+  return f(caf::meta::type_name("step_report"), x.step, x.policy_version, x.update, x.reward_mean,
+           x.accuracy, x.samples, x.stale_samples, x.partial_ratio, x.max_partial_span,
+           x.groups_trained, x.filtered_groups, x.reward_failures, x.step_ms, x.trainer_idle_ms,
+           x.sync_time_ms, x.sync_bytes, x.params_checksum, x.queue, x.prox_version,
+           x.out_of_order_groups, x.eval_accuracy, x.eval_time_s);
 }
 
 template <class Inspector>

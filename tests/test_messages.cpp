@@ -10,6 +10,7 @@
 #include <caf/deep_to_string.hpp>
 #include <caf/message.hpp>
 #include <msgpack.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/controller.hpp"
 #include "messages/type_ids.hpp"
 
 namespace asyncrl {
@@ -84,16 +86,25 @@ void expect_same(const sync_report& a, const sync_report& b) {
   SAME(version), SAME(time_ms), SAME(bytes), SAME(workers), SAME(ok), SAME(superseded), SAME(error);
 }
 
+void expect_same(const update_stats& a, const update_stats& b) {
+  // Walks the one field list, so a metric added to update_stats is checked here too.
+  for_each_field(a, [&](const char* name, const auto& x) {
+    bool found = false;
+    for_each_field(b, [&](const char* other, const auto& y) {
+      if constexpr (std::is_same_v<decltype(x), decltype(y)>)
+        if (std::string(name) == other) found = true, expect_field(x, y, name);
+    });
+    EXPECT_TRUE(found) << name;
+  });
+}
+
 void expect_same(const step_report& a, const step_report& b) {
-  SAME(step), SAME(policy_version), SAME(loss), SAME(kl), SAME(entropy), SAME(clip_frac),
-      SAME(imp_weight_min), SAME(imp_weight_max), SAME(imp_weight_mean), SAME(masked_tokens),
-      SAME(grad_norm), SAME(skipped), SAME(lr), SAME(prox_time_ms), SAME(reward_mean),
-      SAME(accuracy), SAME(tokens_trained), SAME(tokens_processed), SAME(samples),
-      SAME(stale_samples), SAME(staleness_max), SAME(partial_ratio), SAME(max_partial_span),
-      SAME(groups_trained), SAME(filtered_groups), SAME(reward_failures), SAME(step_ms),
-      SAME(trainer_idle_ms), SAME(sync_time_ms), SAME(sync_bytes), SAME(params_checksum),
-      SAME(prox_version), SAME(out_of_order_groups), SAME(clip_frac_lower), SAME(eval_accuracy),
-      SAME(eval_time_s);
+  SAME(step), SAME(policy_version), SAME(reward_mean), SAME(accuracy), SAME(samples),
+      SAME(stale_samples), SAME(partial_ratio), SAME(max_partial_span), SAME(groups_trained),
+      SAME(filtered_groups), SAME(reward_failures), SAME(step_ms), SAME(trainer_idle_ms),
+      SAME(sync_time_ms), SAME(sync_bytes), SAME(params_checksum), SAME(prox_version),
+      SAME(out_of_order_groups), SAME(eval_accuracy), SAME(eval_time_s);
+  expect_same(a.update, b.update);
   expect_same(a.queue, b.queue);
 }
 
@@ -187,12 +198,25 @@ run_result make_run_result() {
   return r;
 }
 
+// Every field a distinct non-default value, so a field that inspect() leaves out comes back
+// as its default and fails the comparison.
+update_stats make_update_stats() {
+  update_stats u;
+  double next = 1.5;
+  for_each_field(u, [&](const char*, auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, bool>)
+      v = true;
+    else
+      v = static_cast<T>(next);
+    next += 1.0;
+  });
+  return u;
+}
+
 step_report make_step_report() {
-  return {1,   2,  3.5,  4.5,  5.5,  6.5,  7.5,  8.5,
-          9.5, 10, 11.5, true, 12.5, 13.5, 14.5, 15.5,
-          16,  17, 18,   19,   20,   21.5, 22,   23,
-          24,  25, 26.5, 27.5, 28.5, 29,   30.5, make_queue_stats(),
-          31,  32, 33.5, 34.5, 35.5};
+  return {1,  2,    make_update_stats(), 3.5, 4.5, 5,    6,   7.5, 8, 9, 10, 11, 12.5, 13.5, 14.5,
+          15, 16.5, make_queue_stats(),  17,  18,  19.5, 20.5};
 }
 
 class Messages : public ::testing::Test {
@@ -445,6 +469,29 @@ TEST_F(Messages, CorruptSnapshotIsADeserializationErrorNotAnException) {
   EXPECT_NO_THROW(err = source(y));
   EXPECT_EQ(err, caf::sec::invalid_argument);
   EXPECT_EQ(y.blob, nullptr);
+}
+
+// metrics.jsonl carries every update metric under its field-list name with its value, and the
+// run-wide fields keep theirs (a metric dropped from the writer, or two swapped, fails here).
+TEST(MetricsLine, CarriesEveryUpdateMetricByName) {
+  auto r = make_step_report();
+  auto j = nlohmann::json::parse(metrics_line(r, 40.0, 1000, 0.25, 7, 1));
+  for_each_field(r.update, [&](const char* name, const auto& v) {
+    ASSERT_TRUE(j.contains(name)) << name;
+    EXPECT_EQ(j[name].get<std::decay_t<decltype(v)>>(), v) << name;
+  });
+  EXPECT_EQ(j["step"], r.step);
+  EXPECT_EQ(j["samples"], r.samples);
+  EXPECT_EQ(j["dropped_groups"], 7);
+  EXPECT_EQ(j["tokens_generated"], 1000);
+  EXPECT_DOUBLE_EQ(j["step_time_s"].get<double>(), r.step_ms / 1000.0);
+  // tokens per second per device: trained tokens over the step time, 1 rollouter + 1 trainer.
+  EXPECT_DOUBLE_EQ(j["tpspd"].get<double>(), r.update.tokens_trained / (r.step_ms / 1000.0) / 2.0);
+  EXPECT_EQ(j["queue_depth"], r.queue.depth);
+  EXPECT_EQ(j["eval_accuracy"], r.eval_accuracy);
+  r.eval_accuracy = -1;  // no evaluation this step: no key
+  EXPECT_FALSE(
+      nlohmann::json::parse(metrics_line(r, 40.0, 1000, 0.25, 7, 1)).contains("eval_accuracy"));
 }
 
 }  // namespace

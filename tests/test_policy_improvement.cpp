@@ -181,7 +181,7 @@ step_result one_step(const improvement_case& c, std::vector<scored_sample> batch
   }
   auto u = t.step();
   EXPECT_FALSE(u.skipped);
-  EXPECT_EQ(u.samples, static_cast<int64_t>(batch.size()));
+  EXPECT_EQ(u.samples_trained, static_cast<int64_t>(batch.size()));
   EXPECT_EQ(t.version(), kVersion + 1);
   r.after = log_likelihoods(*t.policy(), batch);
   return r;

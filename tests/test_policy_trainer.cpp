@@ -387,7 +387,7 @@ TEST(Metrics, ClipFractionsCountTheDualClipApart) {
   t.accumulate({&samples[0]});
   t.accumulate({&samples[1]});
   auto u = t.step();
-  EXPECT_EQ(u.tokens, 7);
+  EXPECT_EQ(u.tokens_trained, 7);
   EXPECT_EQ(u.masked_tokens, 0);
   EXPECT_DOUBLE_EQ(u.clip_frac, 2.0 / 7);
   EXPECT_DOUBLE_EQ(u.clip_frac_lower, 1.0 / 7);

@@ -105,7 +105,6 @@ at::Tensor policy_trainer::response_logprobs(CausalLMImpl& model,
 }
 
 void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) {
-  auto t_start = std::chrono::steady_clock::now();
   auto device = policy_->parameters().front().device();
   auto b = pack_samples(micro, s_.trainer.shared_prompt_attention, device);
   const auto N = b.targets.size(0);
@@ -193,7 +192,6 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   kept_ += static_cast<int64_t>(st.kept_tokens);
   samples_ += b.samples;
   processed_ += b.tokens_processed;
-  fb_ms_ += ms_since(t_start);
 }
 
 at::Tensor policy_trainer::accumulated(size_t i) const {
@@ -255,17 +253,16 @@ update_stats policy_trainer::step() {
   u.imp_weight_max = weight_max_;
   u.imp_weight_mean = tokens_ ? weight_sum_ / tokens_ : 0;
   u.masked_tokens = tokens_ - kept_;
-  u.tokens = tokens_;
-  u.samples = samples_;
+  u.tokens_trained = tokens_;
+  u.samples_trained = samples_;
   u.tokens_processed = processed_;
   u.staleness_max = staleness_max_;
   u.prox_time_ms = prox_ms_;
-  u.forward_backward_ms = fb_ms_;
   loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
   weight_min_ = weight_max_ = 0;
   tokens_ = kept_ = samples_ = processed_ = 0;
   staleness_max_ = 0;
-  prox_ms_ = fb_ms_ = 0;
+  prox_ms_ = 0;
   return u;
 }
 

@@ -11,35 +11,17 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/config/run_config.hpp"
+#include "runtime/model/model.hpp"
 #include "runtime/train/losses.hpp"
 #include "runtime/train/lr_schedule.hpp"
-#include "runtime/model/model.hpp"
 #include "runtime/train/optimizer.hpp"
-#include "runtime/config/run_config.hpp"
 #include "runtime/train/samples.hpp"
+#include "runtime/train/update_stats.hpp"
 
 namespace asyncrl {
 
 struct packed_batch;
-
-/// Metrics of one optimizer step (sums over its mini-batch, turned into means).
-struct update_stats {
-  double loss = 0, kl = 0, entropy = 0;
-  // Shares of kept tokens, counted apart as verl does: the clipped PPO term was the active loss
-  // (pg_clipfrac), and A < 0 with the dual clip -c A applied (pg_clipfrac_lower).
-  double clip_frac = 0, clip_frac_lower = 0;
-  double imp_weight_min = 0, imp_weight_max = 0, imp_weight_mean = 0;
-  int64_t masked_tokens = 0;  // dropped by the importance-weight cap
-  int64_t tokens = 0;         // response tokens trained
-  int64_t samples = 0;
-  int64_t tokens_processed = 0;  // tokens through the policy forward (after packing)
-  int32_t staleness_max = 0;     // max over tokens of version - token version
-  double grad_norm = 0;
-  bool skipped = false;
-  double lr = 0;
-  double prox_time_ms = 0;  // old/proximal log-probs: the forward pass, or the interpolation
-  double forward_backward_ms = 0;
-};
 
 struct trainer_settings {
   algorithm_section algorithm;
@@ -102,7 +84,7 @@ class policy_trainer {
   double weight_min_ = 0, weight_max_ = 0;
   int64_t tokens_ = 0, kept_ = 0, samples_ = 0, processed_ = 0;
   int32_t staleness_max_ = 0;
-  double prox_ms_ = 0, fb_ms_ = 0;
+  double prox_ms_ = 0;
 };
 
 }  // namespace asyncrl

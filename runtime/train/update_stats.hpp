@@ -1,0 +1,45 @@
+#pragma once
+
+// Metrics of one optimizer step: sums over its mini-batch, turned into means. Torch-free.
+// fields() is the only list of them: the step report's inspect() (messages/payloads.hpp),
+// metrics.jsonl (actors/controller.cpp) and the message round-trip test walk it, so a metric is
+// named once, here, and in the line of policy_trainer::step() that computes it.
+
+#include <cstdint>
+
+#include "runtime/common/fields.hpp"
+
+namespace asyncrl {
+
+struct update_stats {
+  double loss = 0, kl = 0, entropy = 0;
+  // Shares of kept tokens, counted apart as verl does: the clipped PPO term was the active loss
+  // (pg_clipfrac), and A < 0 with the dual clip -c A applied (pg_clipfrac_lower).
+  double clip_frac = 0, clip_frac_lower = 0;
+  double imp_weight_min = 0, imp_weight_max = 0, imp_weight_mean = 0;
+  int64_t masked_tokens = 0;     // dropped by the importance-weight cap
+  int64_t tokens_trained = 0;    // response tokens in the loss
+  int64_t samples_trained = 0;   // responses in the loss
+  int64_t tokens_processed = 0;  // tokens through the policy forward (after packing)
+  int32_t staleness_max = 0;     // max over tokens of version - token version
+  double grad_norm = 0;
+  bool skipped = false;
+  double lr = 0;
+  double prox_time_ms = 0;  // old/proximal log-probs: the forward pass, or the interpolation
+
+  // The names are the metrics.jsonl keys.
+  static constexpr auto fields() {
+    using s = update_stats;
+    return std::make_tuple(
+        named("loss", &s::loss), named("kl", &s::kl), named("entropy", &s::entropy),
+        named("clip_frac", &s::clip_frac), named("clip_frac_lower", &s::clip_frac_lower),
+        named("imp_weight_min", &s::imp_weight_min), named("imp_weight_max", &s::imp_weight_max),
+        named("imp_weight_mean", &s::imp_weight_mean), named("masked_tokens", &s::masked_tokens),
+        named("tokens_trained", &s::tokens_trained), named("samples_trained", &s::samples_trained),
+        named("tokens_processed", &s::tokens_processed), named("staleness_max", &s::staleness_max),
+        named("grad_norm", &s::grad_norm), named("skipped", &s::skipped), named("lr", &s::lr),
+        named("prox_time_ms", &s::prox_time_ms));
+  }
+};
+
+}  // namespace asyncrl
