@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
 
 #include <cmath>
@@ -40,8 +41,7 @@ struct queue_state {
   bool stopped = false;
   // A stop waits until every group the Reward forwarded has arrived (a put sent before the
   // stop must not be lost to it); then it answers with the final counts.
-  int64_t stop_expected = -1;
-  std::optional<caf::typed_response_promise<queue_stats>> stop_promise;
+  deferred_stop<queue_stats> stop;
 
   /// Each worker's share of a window: the budget split evenly, so that one rollouter cannot
   /// take the whole window while the others wait.
@@ -106,9 +106,8 @@ void serve_credits(queue_ptr self) {
 
 void finish_stop(queue_ptr self) {
   auto& st = self->state;
-  if (!st.stop_promise || st.counters.received < st.stop_expected) return;
-  st.stop_promise->deliver(st.stats());
-  st.stop_promise.reset();
+  if (!st.stop.ready(st.counters.received)) return;
+  st.stop.deliver(st.stats());
   self->quit();
 }
 
@@ -224,9 +223,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
           st.pull->promise.deliver(delivery{{}, st.stats()});
           st.pull.reset();
         }
-        st.stop_expected = expected_puts;
-        st.stop_promise = self->make_response_promise<queue_stats>();
-        auto promise = *st.stop_promise;
+        auto promise = st.stop.arm(self, expected_puts);
         finish_stop(self);
         return promise;
       },

@@ -3,13 +3,14 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
 
 #include <map>
 #include <optional>
 
-#include "runtime/train/advantages.hpp"
 #include "runtime/task/reward.hpp"
+#include "runtime/train/advantages.hpp"
 
 namespace asyncrl {
 
@@ -61,23 +62,21 @@ struct reward_state {
   std::vector<int64_t> load;  // outstanding calls per worker
   std::map<uint64_t, pending_group> pending;
   reward_counts counts;
-  // A stop waits until every group the rollouters sent has arrived (a score message sent
-  // before the stop must not be lost to it), then answers with the final counts.
-  int64_t stop_expected = -1;
   int64_t late = 0;  // groups that arrived after the stop: in flight, never scored
-  std::optional<caf::typed_response_promise<reward_counts>> stop_promise;
+  // A stop waits until every group the rollouters sent has arrived, then answers with the
+  // final counts.
+  deferred_stop<reward_counts> stop;
 };
 
 using reward_ptr = reward_actor::stateful_pointer<reward_state>;
 
 void finish_stop(reward_ptr self) {
   auto& st = self->state;
-  if (!st.stop_promise || st.counts.received < st.stop_expected) return;
+  if (!st.stop.ready(st.counts.received)) return;
   st.counts.in_progress = static_cast<int64_t>(st.pending.size()) + st.late;
   for (auto& w : st.workers)
     caf::anon_send(w, stop_atom::value);
-  st.stop_promise->deliver(st.counts);
-  st.stop_promise.reset();
+  st.stop.deliver(st.counts);
   self->quit();
 }
 
@@ -111,7 +110,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
       [self](score_atom, scored_group& g) {
         auto& st = self->state;
         ++st.counts.received;
-        if (st.stop_promise) {  // arrived after the stop: counted, never scored
+        if (st.stop.armed()) {  // arrived after the stop: counted, never scored
           ++st.late;
           finish_stop(self);
           return;
@@ -158,9 +157,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
       },
       [self](stop_atom, int64_t expected_groups) -> caf::result<reward_counts> {
         auto& st = self->state;
-        st.stop_expected = expected_groups;
-        st.stop_promise = self->make_response_promise<reward_counts>();
-        auto promise = *st.stop_promise;
+        auto promise = st.stop.arm(self, expected_groups);
         finish_stop(self);
         return promise;
       },

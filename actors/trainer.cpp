@@ -7,6 +7,7 @@
 #include <deque>
 #include <optional>
 
+#include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
@@ -50,8 +51,7 @@ struct trainer_state {
   double eval_time_s = 0;        // spent in eval.every_steps evaluations
   CausalLM eval_model{nullptr};  // float32 copy of the policy for those evaluations
   // A stop waits for every group the queue delivered (see the interface).
-  int64_t stop_expected = -1;
-  std::optional<caf::typed_response_promise<trainer_counts>> stop_promise;
+  deferred_stop<trainer_counts> stop;
   step_acc acc;
   trainer_counts counts;
   queue_stats last_queue;
@@ -67,7 +67,7 @@ void pull_next(trainer_ptr self);
 
 void finish_stop(trainer_ptr self) {
   auto& st = self->state;
-  if (!st.stop_promise || st.delivered < st.stop_expected) return;
+  if (!st.stop.ready(st.delivered)) return;
   auto c = st.counts;
   c.held = static_cast<int64_t>(st.buffer.size());
   // Groups consumed into a step that never ran are neither trained nor dropped.
@@ -75,8 +75,7 @@ void finish_stop(trainer_ptr self) {
   c.trained -= std::min<int64_t>(c.trained, st.groups_in_step - st.acc.filtered);
   c.filtered -= st.acc.filtered;
   c.version = st.pt->version();
-  st.stop_promise->deliver(c);
-  st.stop_promise.reset();
+  st.stop.deliver(c);
   self->quit();
 }
 
@@ -276,7 +275,7 @@ void pull_next(trainer_ptr self) {
             st.acc.idle_ms += ms_between(t0, clock::now());
             st.last_queue = d.stats;
             st.delivered += static_cast<int64_t>(d.groups.size());
-            if (st.stop_promise) {  // delivered after the stop: held, never trained
+            if (st.stop.armed()) {  // delivered after the stop: held, never trained
               for (auto& g : d.groups)
                 st.buffer.push_back(std::move(g));
               finish_stop(self);
@@ -330,9 +329,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
       [self](stop_atom, int64_t expected_groups) -> caf::result<trainer_counts> {
         auto& st = self->state;
         st.finished = true;
-        st.stop_expected = expected_groups;
-        st.stop_promise = self->make_response_promise<trainer_counts>();
-        auto promise = *st.stop_promise;
+        auto promise = st.stop.arm(self, expected_groups);
         finish_stop(self);
         return promise;
       },
