@@ -1,4 +1,4 @@
-// Shared-prompt attention (seed 000, §4.3): one policy forward + backward over a group packed
+// Shared-prompt attention (docs/algorithms.md §11): one policy forward + backward over a group packed
 // as [prompt, r_1..r_K] vs K separate sequences, at several (Lp, Lr, K), beside the token
 // ratio K (Lp + Lr) / (Lp + K Lr) and the attention cost ratio
 // rho = (Lp^2 + K Lr (Lp + Lr)) / (K (Lp + Lr)^2) of the reference notes. Our packed attention

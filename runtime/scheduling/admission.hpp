@@ -3,9 +3,9 @@
 // Admission control for rollouts: how many new groups the rollouters may start now. Pure logic
 // (no CAF, no torch), shared by the MessageQueue actor and the simulator, so both enforce
 // exactly the same rules:
-// - verl's staleness budget (seed 003): between two weight syncs at most
+// - verl's staleness budget (docs/algorithms.md §13): between two weight syncs at most
 //   (1 + s) * k * R new groups, minus the groups carried over (in flight + queued) at the sync;
-// - AReaL's capacity (seed 004): running + accepted <= (eta + v + 1) * B when eta >= 0;
+// - AReaL's capacity (docs/algorithms.md §14): running + accepted <= (eta + v + 1) * B when eta >= 0;
 // - the queue bound: running + queued <= capacity, so nothing is ever evicted.
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 
 // The RL objective as plain tensor functions, callable on a user's own tensors. Every formula
-// is in shared/notes/async-rl-reference.md. Per-token tensors share one shape, typically
+// is in docs/algorithms.md (§2-§7). Per-token tensors share one shape, typically
 // (B, T) with `mask` marking response tokens; they may live on any device. Bad shapes or an
 // empty batch throw std::invalid_argument with a message naming the argument.
 
@@ -43,7 +43,7 @@ struct surrogate {
 surrogate clipped_surrogate(const at::Tensor& log_ratio, const at::Tensor& advantages,
                             const clip_config& clip);
 
-/// k3 KL estimate per token (eq. 3 of seed 000): x = logp_ref - logp; exp(x) - x - 1, the log
+/// k3 KL estimate per token (docs/algorithms.md §4): x = logp_ref - logp; exp(x) - x - 1, the log
 /// ratio clamped to [-20, 20] and the value to [-10, 10]. Differentiable in `logp`.
 at::Tensor kl_k3(const at::Tensor& logp, const at::Tensor& logp_ref);
 
@@ -57,7 +57,7 @@ at::Tensor loglinear_alpha(const at::Tensor& staleness, at::ScalarType dtype = a
 at::Tensor loglinear_prox(const at::Tensor& logp_behav, const at::Tensor& logp,
                           const at::Tensor& staleness);
 
-/// Decoupled PPO (seed 001, eq. 2): w = exp(logp_prox - logp_behav) (detached), r =
+/// Decoupled PPO (docs/algorithms.md §6): w = exp(logp_prox - logp_behav) (detached), r =
 /// exp(logp - logp_prox), L = -w * min(r A, clip(r) A) (dual clip as above). With a cap > 0,
 /// tokens whose w exceeds it leave the loss (their `loss` is 0 and `kept` false).
 struct decoupled_terms {

@@ -1,7 +1,7 @@
 #pragma once
 
 // Turns a micro-batch of responses into model inputs: one right-padded sequence per response,
-// or with shared-prompt attention (seed 000, §4.3) one sequence per prompt holding
+// or with shared-prompt attention (docs/algorithms.md §11) one sequence per prompt holding
 // [prompt, r_1, ..., r_K]. Pulls in torch.
 
 #include <ATen/ATen.h>

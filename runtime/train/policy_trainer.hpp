@@ -1,6 +1,6 @@
 #pragma once
 
-// The tri-model trainer (seed 000, §4.2): the policy being trained, the old policy (the
+// The tri-model trainer (docs/algorithms.md §9, §12): the policy being trained, the old policy (the
 // weights at the start of the current batch: the generator's weights in the on-policy modes,
 // the proximal policy in the asynchronous ones) and the frozen reference. Micro-batches stream
 // in any order; gradients accumulate as un-normalised sums and are divided by the mini-batch's
