@@ -6,12 +6,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "apps/asyncrl/run_setup.hpp"
+#include "runtime/model/logprobs.hpp"
+#include "runtime/model/model_io.hpp"
 #include "runtime/task/dataset.hpp"
 #include "runtime/task/evaluate.hpp"
-#include "runtime/model/model_io.hpp"
 #include "runtime/task/prompting.hpp"
 #include "runtime/task/reward.hpp"
-#include "apps/asyncrl/run_setup.hpp"
 
 namespace asyncrl {
 
@@ -150,10 +151,9 @@ int run_score_command(const score_command& c) {
       auto ids_t = torch::tensor(ids, torch::kLong).unsqueeze(0).to(device);
       auto pos =
           torch::arange(n, torch::TensorOptions().dtype(torch::kLong).device(device)).unsqueeze(0);
-      auto logp = torch::log_softmax(b.model->forward(ids_t, pos).squeeze(0), -1);  // (n, V)
-      auto lp = logp.narrow(0, 0, n - 1)
-                    .gather(1, ids_t.squeeze(0).narrow(0, 1, n - 1).unsqueeze(1))
-                    .squeeze(1)
+      auto logits = b.model->forward(ids_t, pos).squeeze(0);  // (n, V)
+      // Position i predicts token i + 1: rows 0 .. n-2 against tokens 1 .. n-1.
+      auto lp = token_logprobs(logits.narrow(0, 0, n - 1), ids_t.squeeze(0).narrow(0, 1, n - 1))
                     .to(torch::kCPU, torch::kDouble);
       auto* p = lp.data_ptr<double>();
       for (int64_t i = 0; i < n - 1; ++i)

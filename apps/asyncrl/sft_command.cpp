@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "runtime/train/lr_schedule.hpp"
+#include "runtime/model/logprobs.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/train/optimizer.hpp"
 #include "runtime/common/progress.hpp"
@@ -86,7 +87,7 @@ std::pair<torch::Tensor, int64_t> sft_loss(CausalLMImpl& model,
                  .unsqueeze(0)
                  .expand({B, T});
   auto logits = model.forward(ids_t, pos);  // (B, T, V)
-  auto lp = torch::log_softmax(logits, -1).gather(-1, tgt_t.unsqueeze(-1)).squeeze(-1);
+  auto lp = token_logprobs(logits, tgt_t);  // (B, T)
   auto loss = -(lp * mask_t).sum() / std::max<int64_t>(count, 1);
   return {loss, count};
 }

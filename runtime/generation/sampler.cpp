@@ -1,5 +1,7 @@
 #include "runtime/generation/sampler.hpp"
 
+#include "runtime/model/logprobs.hpp"
+
 namespace asyncrl {
 
 sample_outputs sample_tokens(const at::Tensor& logits_in, const sample_inputs& in) {
@@ -9,7 +11,6 @@ sample_outputs sample_tokens(const at::Tensor& logits_in, const sample_inputs& i
   auto greedy = in.temperature <= 0;  // (n,)
   auto temp = at::where(greedy, at::ones_like(in.temperature), in.temperature).unsqueeze(1);
   auto scaled = logits / temp;  // (n, V)
-  auto logp = at::log_softmax(scaled, -1);
 
   // Stable descending sort: ties keep vocabulary order, so greedy picks the lowest id.
   auto sorted = at::sort(scaled, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
@@ -32,13 +33,11 @@ sample_outputs sample_tokens(const at::Tensor& logits_in, const sample_inputs& i
   auto idx = cdf.le(target).sum(-1).clamp_max(V - 1);
   auto sampled = order.gather(1, idx.unsqueeze(1)).squeeze(1);
   auto tokens = at::where(greedy, order.select(1, 0), sampled);
-  auto lp = logp.gather(1, tokens.unsqueeze(1)).squeeze(1);
-  return {tokens, lp};
+  return {tokens, token_logprobs(scaled, tokens)};
 }
 
 at::Tensor token_logprobs(const at::Tensor& logits, const at::Tensor& tokens, double temperature) {
-  auto lp = at::log_softmax(logits.to(at::kFloat) / temperature, -1);
-  return lp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1);
+  return token_logprobs(logits.to(at::kFloat) / temperature, tokens);
 }
 
 }  // namespace asyncrl

@@ -23,7 +23,8 @@ struct sample_outputs {
 /// is an inverse-CDF lookup of the row's uniform in the renormalised, sorted distribution.
 sample_outputs sample_tokens(const at::Tensor& logits, const sample_inputs& in);
 
-/// log softmax(logits / T) gathered at `tokens`; logits (n, V), tokens (n,), T > 0.
+/// log softmax(logits / T) gathered at `tokens`, in float32 like sample_tokens' log-probs;
+/// logits (n, V), tokens (n,), T > 0.
 at::Tensor token_logprobs(const at::Tensor& logits, const at::Tensor& tokens, double temperature);
 
 }  // namespace asyncrl

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "runtime/model/logprobs.hpp"
 #include "runtime/train/packing.hpp"
 
 namespace asyncrl {
@@ -36,10 +37,6 @@ at::Tensor response_logits(CausalLMImpl& model, const packed_batch& b, double te
   auto rows = h.reshape({-1, h.size(-1)}).index_select(0, b.src);  // (N, H)
   auto logits = model.lm_logits(rows);                             // (N, V)
   return temperature == 1.0 ? logits : logits / temperature;
-}
-
-at::Tensor gather_logp(const at::Tensor& logits, const at::Tensor& targets) {
-  return at::log_softmax(logits, -1).gather(1, targets.unsqueeze(1)).squeeze(1);  // (N,)
 }
 
 // hi + lo += x by TwoSum (Knuth): hi + lo carries the running sum to ~2^-106, so the rounded
@@ -93,7 +90,7 @@ void policy_trainer::begin_batch() {
 
 at::Tensor policy_trainer::packed_logprobs(CausalLMImpl& model, const packed_batch& b) {
   at::NoGradGuard ng;
-  return gather_logp(response_logits(model, b, s_.temperature), b.targets);
+  return token_logprobs(response_logits(model, b, s_.temperature), b.targets);  // (N,)
 }
 
 at::Tensor policy_trainer::response_logprobs(CausalLMImpl& model,
@@ -140,7 +137,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   auto adv_t = grid(at::tensor(adv)).to(dtype);
 
   auto logits = response_logits(*policy_, b, s_.temperature);  // (N, V), with grad
-  auto logp = rows(gather_logp(logits, b.targets));
+  auto logp = rows(token_logprobs(logits, b.targets));
   {
     at::NoGradGuard ng;
     entropy_sum_ += rl::entropy_from_logits(logits.detach()).sum().item<double>();
