@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "actors/message_queue.hpp"
 #include "actors/reward.hpp"
@@ -18,7 +17,7 @@
 #include "actors/synchronizer.hpp"
 #include "actors/trainer.hpp"
 #include "runtime/common/progress.hpp"
-#include "runtime/common/rng.hpp"
+#include "runtime/task/epoch_order.hpp"
 #include "runtime/task/prompting.hpp"
 
 namespace asyncrl {
@@ -102,12 +101,9 @@ struct controller_state {
   std::unique_ptr<progress_line> bar;
 
   void reshuffle() {
-    // Fisher-Yates from our own stream: the same order on every machine and in every mode.
-    rng_stream rng(static_cast<uint64_t>(args.env->cfg.runtime.seed), 0x10ade5, epoch);
-    order.resize(prompts.size());
-    std::iota(order.begin(), order.end(), 0);
-    for (size_t i = order.size(); i > 1; --i)
-      std::swap(order[i - 1], order[rng.bits(i) % i]);
+    // From our own stream: the same order on every machine and in every mode.
+    order = epoch_order(prompts.size(), static_cast<uint64_t>(args.env->cfg.runtime.seed), epoch,
+                        kPromptOrder);
     pos = 0;
   }
 

@@ -6,18 +6,17 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
-#include "runtime/train/lr_schedule.hpp"
+#include "apps/asyncrl/run_setup.hpp"
+#include "runtime/common/progress.hpp"
+#include "runtime/config/run_config.hpp"
 #include "runtime/model/logprobs.hpp"
 #include "runtime/model/model_io.hpp"
-#include "runtime/train/optimizer.hpp"
-#include "runtime/common/progress.hpp"
+#include "runtime/task/epoch_order.hpp"
 #include "runtime/task/prompting.hpp"
-#include "runtime/common/rng.hpp"
-#include "runtime/config/run_config.hpp"
-#include "apps/asyncrl/run_setup.hpp"
 #include "runtime/task/task_data.hpp"
+#include "runtime/train/lr_schedule.hpp"
+#include "runtime/train/optimizer.hpp"
 
 namespace asyncrl {
 
@@ -33,11 +32,11 @@ struct encoded_example {
 // Epoch-wise shuffled order from our own stream, so the batches are the same everywhere.
 class batch_sampler {
  public:
-  batch_sampler(size_t n, uint64_t seed) : order_(n), rng_(seed, 0x5f7, 0) { reshuffle(); }
+  batch_sampler(size_t n, uint64_t seed) : n_(n), seed_(seed) { reshuffle(); }
   std::vector<size_t> next(size_t b) {
     std::vector<size_t> out;
     while (out.size() < b) {
-      if (at_ == order_.size()) reshuffle();
+      if (at_ == order_.size()) ++epoch_, reshuffle();
       out.push_back(order_[at_++]);
     }
     return out;
@@ -45,14 +44,13 @@ class batch_sampler {
 
  private:
   void reshuffle() {
-    std::iota(order_.begin(), order_.end(), 0);
-    for (size_t i = order_.size(); i > 1; --i)
-      std::swap(order_[i - 1], order_[rng_.bits(draws_++) % i]);
+    order_ = epoch_order(n_, seed_, epoch_, kSftBatchOrder);
     at_ = 0;
   }
+  size_t n_;
+  uint64_t seed_;
+  int64_t epoch_ = 0;
   std::vector<size_t> order_;
-  rng_stream rng_;
-  uint64_t draws_ = 0;
   size_t at_ = 0;
 };
 
