@@ -165,9 +165,10 @@ void write_report(ctrl_ptr self, const step_report& r) {
                  {"queue", static_cast<double>(r.queue.depth)}});
 }
 
-// Shutdown: the synchronizer (so that no sync starts against stopping rollouters), the
-// rollouters, then Reward, queue and trainer, following the flow of groups; each is asked after
-// the previous one answered, with the number of groups sent to it (see stop_role).
+// Shutdown: the synchronizer first (so that no sync starts against stopping rollouters), then
+// every rollouter at once; when all of them have answered, reward, queue and trainer, following
+// the flow of groups, each asked after the previous one answered and told the number of groups
+// sent to it (see stop_role). The trainer's final weights are fetched just before its stop.
 void shutdown(ctrl_ptr self, std::string failure);
 
 void finish_run(ctrl_ptr self) {
