@@ -10,24 +10,19 @@
 #include "apps/asyncrl/run_setup.hpp"
 #include "runtime/common/progress.hpp"
 #include "runtime/config/run_config.hpp"
-#include "runtime/model/logprobs.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/task/epoch_order.hpp"
 #include "runtime/task/prompting.hpp"
 #include "runtime/task/task_data.hpp"
 #include "runtime/train/lr_schedule.hpp"
 #include "runtime/train/optimizer.hpp"
+#include "runtime/train/sft_loss.hpp"
 
 namespace asyncrl {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-struct encoded_example {
-  std::vector<int32_t> seq;  // prompt + response
-  int64_t prompt_len = 0;
-};
 
 // Epoch-wise shuffled order from our own stream, so the batches are the same everywhere.
 class batch_sampler {
@@ -53,42 +48,6 @@ class batch_sampler {
   std::vector<size_t> order_;
   size_t at_ = 0;
 };
-
-// Masked next-token cross-entropy over response tokens, token-mean over the batch.
-// Returns (loss, number of target tokens).
-std::pair<torch::Tensor, int64_t> sft_loss(CausalLMImpl& model,
-                                           const std::vector<const encoded_example*>& batch,
-                                           torch::Device device) {
-  const auto B = static_cast<int64_t>(batch.size());
-  int64_t T = 0;
-  for (auto* e : batch)
-    T = std::max<int64_t>(T, static_cast<int64_t>(e->seq.size()) - 1);
-  std::vector<int64_t> ids(B * T, 0), tgt(B * T, 0);
-  std::vector<float> mask(B * T, 0.f);
-  int64_t count = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& s = batch[b]->seq;
-    for (int64_t t = 0; t + 1 < static_cast<int64_t>(s.size()); ++t) {
-      ids[b * T + t] = s[t];
-      tgt[b * T + t] = s[t + 1];
-      // Target t+1 is a response token when t + 1 >= prompt_len.
-      if (t + 1 >= batch[b]->prompt_len) {
-        mask[b * T + t] = 1.f;
-        ++count;
-      }
-    }
-  }
-  auto ids_t = torch::tensor(ids, torch::kLong).view({B, T}).to(device);
-  auto tgt_t = torch::tensor(tgt, torch::kLong).view({B, T}).to(device);
-  auto mask_t = torch::tensor(mask).view({B, T}).to(device);
-  auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device))
-                 .unsqueeze(0)
-                 .expand({B, T});
-  auto logits = model.forward(ids_t, pos);  // (B, T, V)
-  auto lp = token_logprobs(logits, tgt_t);  // (B, T)
-  auto loss = -(lp * mask_t).sum() / std::max<int64_t>(count, 1);
-  return {loss, count};
-}
 
 }  // namespace
 
@@ -123,9 +82,9 @@ sft_report run_sft(const loaded_config& lc) {
     n_train -= v;
     val.assign(data.train.begin() + static_cast<std::ptrdiff_t>(n_train), data.train.end());
   }
-  std::vector<encoded_example> examples;
+  std::vector<sft_example> examples;
   for (size_t i = 0; i < n_train; ++i) {
-    encoded_example e;
+    sft_example e;
     e.seq = encode_prompt(tok, data.train[i].question);
     e.prompt_len = static_cast<int64_t>(e.seq.size());
     auto resp = encode_response(tok, data.train[i].answer);
@@ -159,7 +118,7 @@ sft_report run_sft(const loaded_config& lc) {
   const auto val_opts = greedy_eval_options(cfg.eval, cfg.runtime.seed);
   int64_t steps_run = cfg.sft.steps;
   for (int64_t step = 0; step < cfg.sft.steps; ++step) {
-    std::vector<const encoded_example*> batch;
+    std::vector<const sft_example*> batch;
     for (auto i : sampler.next(static_cast<size_t>(cfg.sft.batch_size)))
       batch.push_back(&examples[i]);
     for (auto* e : batch)
