@@ -4,9 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "apps/asyncrl/model_commands.hpp"
+#include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/sft_command.hpp"
 #include "apps/asyncrl/train_command.hpp"
 #include "runtime/common/progress.hpp"
@@ -53,12 +53,7 @@ int run_data(const config_args& a, const std::string& out_dir) {
   auto lc = load_config(a.path, a.overrides);
   auto d = load_task_data(lc->cfg.data);
   write_task_data(d, out_dir);
-  nlohmann::ordered_json j{{"train", out_dir + "/train.jsonl"},
-                           {"train_examples", d.train.size()},
-                           {"test", out_dir + "/test.jsonl"},
-                           {"test_examples", d.test.size()},
-                           {"source", d.train_source}};
-  std::cout << j.dump() << std::endl;
+  print_line(data_line(d, out_dir));
   return 0;
 }
 
@@ -66,46 +61,13 @@ int run_simulate_cmd(const config_args& a, bool per_step) {
   auto lc = load_config(a.path, a.overrides);
   auto p = sim_params_from(lc->cfg);
   auto r = simulate(p);
-  nlohmann::ordered_json j{{"mode", p.plan.mode},
-                           {"rollout_devices", p.rollout_devices},
-                           {"train_devices", p.train_devices},
-                           {"colocated", p.colocated},
-                           {"steps", r.steps.size()},
-                           {"mean_step_s", r.mean_step_ms / 1000.0},
-                           {"total_s", r.total_ms / 1000.0},
-                           {"trainer_idle_ratio", r.trainer_idle_ratio},
-                           {"rollout_idle_ratio", r.rollout_idle_ratio},
-                           {"tokens_trained_per_s", r.tokens_per_s},
-                           {"groups_generated", r.groups_generated},
-                           {"groups_dropped", r.groups_dropped},
-                           {"syncs", r.syncs},
-                           {"interruptions", r.interruptions}};
-  if (per_step) {
-    auto steps = nlohmann::json::array();
-    for (auto& s : r.steps)
-      steps.push_back({{"step", s.step},
-                       {"end_s", s.end_ms / 1000.0},
-                       {"step_s", s.step_ms / 1000.0},
-                       {"trainer_idle_s", s.trainer_idle_ms / 1000.0},
-                       {"tokens", s.tokens},
-                       {"stale_samples", s.stale_samples},
-                       {"staleness_max", s.staleness_max},
-                       {"partial_samples", s.partial_samples},
-                       {"max_partial_span", s.max_partial_span}});
-    j["per_step"] = steps;
-  }
-  std::cout << j.dump() << std::endl;
+  print_line(simulate_line(p, r, per_step));
   return 0;
 }
 
 int run_sft_cmd(const config_args& a) {
   auto lc = load_config(a.path, a.overrides);
-  auto rep = run_sft(*lc);
-  nlohmann::ordered_json j{
-      {"model_dir", rep.model_dir},           {"steps", rep.steps},
-      {"final_loss", rep.final_loss},         {"eval_accuracy", rep.eval.pass1},
-      {"eval_questions", rep.eval.questions}, {"wall_time_s", rep.seconds}};
-  std::cout << j.dump() << std::endl;
+  print_line(sft_line(run_sft(*lc)));
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/run_setup.hpp"
 #include "runtime/model/logprobs.hpp"
 #include "runtime/model/model_io.hpp"
@@ -43,18 +44,7 @@ int run_eval_command(const eval_command& c) {
   eo.sampling = c.sampling;
   eo.seed = c.seed;
   auto r = evaluate(b.model.ptr(), tok, data, eo);
-  nlohmann::ordered_json j{{"model", c.model.model_dir},
-                           {"data", c.data_path},
-                           {"questions", r.questions},
-                           {"pass@1", r.pass1}};
-  if (c.samples > 1) {
-    j["mean@" + std::to_string(c.samples)] = r.mean_at_n;
-    j["samples"] = c.samples;
-    j["temperature"] = c.sampling.temperature;
-  }
-  j["mean_response_tokens"] = r.mean_response_tokens;
-  j["seconds"] = r.seconds;
-  std::cout << j.dump() << std::endl;
+  print_line(eval_line(c.model.model_dir, c.data_path, r, c.samples, c.sampling.temperature));
   return 0;
 }
 
@@ -88,17 +78,7 @@ int run_generate_command(const generate_command& c) {
             [](const gen_result& a, const gen_result& b) { return a.request.id < b.request.id; });
   for (auto& res : results) {
     if (res.reason == finish_reason::error) throw std::runtime_error(res.error);
-    double lp = 0;
-    for (auto v : res.request.logprobs)
-      lp += v;
-    auto text = tok.decode(res.request.tokens);
-    nlohmann::ordered_json j{{"sample", res.request.sample_index},
-                             {"text", text},
-                             {"final_answer", extract_final_answer(text).value_or("")},
-                             {"tokens", res.request.tokens.size()},
-                             {"finish", to_string(res.reason)},
-                             {"logprob", lp}};
-    std::cout << j.dump() << std::endl;
+    print_line(sample_line(res, tok));
   }
   return 0;
 }
@@ -146,7 +126,7 @@ int run_score_command(const score_command& c) {
       throw std::runtime_error(where + std::to_string(n) +
                                " tokens exceed max_position_embeddings " +
                                std::to_string(b.config.max_position_embeddings));
-    nlohmann::json out{{"logprobs", nlohmann::json::array()}};
+    std::vector<double> logprobs;
     if (n > 1) {
       auto ids_t = torch::tensor(ids, torch::kLong).unsqueeze(0).to(device);
       auto pos =
@@ -155,11 +135,9 @@ int run_score_command(const score_command& c) {
       // Position i predicts token i + 1: rows 0 .. n-2 against tokens 1 .. n-1.
       auto lp = token_logprobs(logits.narrow(0, 0, n - 1), ids_t.squeeze(0).narrow(0, 1, n - 1))
                     .to(torch::kCPU, torch::kDouble);
-      auto* p = lp.data_ptr<double>();
-      for (int64_t i = 0; i < n - 1; ++i)
-        out["logprobs"].push_back(p[i]);
+      logprobs.assign(lp.data_ptr<double>(), lp.data_ptr<double>() + (n - 1));
     }
-    std::cout << out.dump() << "\n";
+    std::cout << score_line(logprobs).dump() << "\n";
   }
   std::cout.flush();
   return 0;

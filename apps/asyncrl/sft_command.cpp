@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
+#include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/run_setup.hpp"
 #include "runtime/common/progress.hpp"
 #include "runtime/config/run_config.hpp"
@@ -172,18 +171,7 @@ sft_report run_sft(const loaded_config& lc) {
   spdlog::info("sft: greedy accuracy {:.3f} on {} test questions", rep.eval.pass1,
                rep.eval.questions);
 
-  nlohmann::ordered_json j{{"steps", rep.steps},
-                           {"skipped_steps", rep.skipped_steps},
-                           {"first_loss", rep.first_loss},
-                           {"final_loss", rep.final_loss},
-                           {"tokens_per_s", rep.tokens_per_s},
-                           {"wall_time_s", rep.seconds},
-                           {"parameters", rep.parameters},
-                           {"model_dir", rep.model_dir},
-                           {"eval_accuracy", rep.eval.pass1},
-                           {"val_accuracy", rep.val_accuracy},
-                           {"eval_questions", rep.eval.questions}};
-  std::ofstream(fs::path(run_dir) / "sft_summary.json") << j.dump(2) << "\n";
+  write_summary((fs::path(run_dir) / "sft_summary.json").string(), sft_summary(rep));
   return rep;
 }
 

@@ -5,69 +5,23 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "actors/controller.hpp"
 #include "actors/env.hpp"
-#include "messages/type_ids.hpp"
-#include "runtime/task/evaluate.hpp"
-#include "runtime/model/model_io.hpp"
-#include "runtime/task/prompting.hpp"
-#include "runtime/config/run_config.hpp"
+#include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/run_setup.hpp"
-#include "runtime/task/task_data.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "runtime/task/evaluate.hpp"
+#include "runtime/task/prompting.hpp"
+#include "runtime/task/task_data.hpp"
 
 namespace asyncrl {
 
 namespace fs = std::filesystem;
-
-nlohmann::ordered_json summarize(const run_result& r) {
-  nlohmann::ordered_json rollouters = nlohmann::json::array();
-  for (auto& c : r.rollouters)
-    rollouters.push_back({{"worker", c.worker},
-                          {"groups_completed", c.groups_completed},
-                          {"groups_unfinished", c.groups_unfinished},
-                          {"tokens_generated", c.tokens_generated},
-                          {"interruptions", c.interruptions}});
-  return {{"ok", r.ok},
-          {"error", r.error},
-          {"steps", r.steps},
-          {"groups_generated", r.groups_generated},
-          {"groups_trained", r.groups_trained},
-          {"groups_dropped", r.groups_dropped},
-          {"groups_in_flight", r.groups_in_flight},
-          {"groups_filtered", r.groups_filtered},
-          {"tokens_generated", r.tokens_generated},
-          {"tokens_trained", r.tokens_trained},
-          {"syncs", r.syncs},
-          {"wall_time_s", r.wall_time_s},
-          {"rollouters", rollouters},
-          {"reward",
-           {{"received", r.reward.received},
-            {"forwarded", r.reward.forwarded},
-            {"in_progress", r.reward.in_progress},
-            {"failures", r.reward.failures},
-            {"timeouts", r.reward.timeouts}}},
-          {"queue",
-           {{"received", r.queue.received},
-            {"delivered", r.queue.delivered},
-            {"depth", r.queue.depth},
-            {"dropped_stale", r.queue.dropped_stale},
-            {"regenerated", r.queue.regenerated},
-            {"abandoned", r.queue.abandoned},
-            {"max_delivered_staleness", r.queue.max_delivered_staleness}}},
-          {"trainer",
-           {{"deliveries", r.trainer.deliveries},
-            {"received", r.trainer.received},
-            {"trained", r.trainer.trained},
-            {"filtered", r.trainer.filtered},
-            {"held", r.trainer.held},
-            {"steps", r.trainer.steps},
-            {"skipped_steps", r.trainer.skipped_steps},
-            {"version", r.trainer.version}}}};
-}
 
 namespace {
 
@@ -105,11 +59,11 @@ int run_train_command(const loaded_config& lc) {
                cfg.trainer.total_steps, cfg.model.path.empty() ? "fresh init" : cfg.model.path,
                policy.config.num_parameters());
 
-  nlohmann::ordered_json summary;
+  train_outcome outcome;
   if (cfg.runtime.eval_before) {
     auto e = evaluate(policy.model.ptr(), tok, data.test,
                       greedy_eval_options(cfg.eval, cfg.runtime.seed));
-    summary["initial_eval_accuracy"] = e.pass1;
+    outcome.initial_eval_accuracy = e.pass1;
     spdlog::info("train: initial greedy accuracy {:.4f} on {} test questions", e.pass1,
                  e.questions);
   }
@@ -140,28 +94,26 @@ int run_train_command(const loaded_config& lc) {
                  });
   }  // the actor system waits for every actor here; each role quit during shutdown
 
-  auto out = summarize(result);
-  for (auto& [k, v] : out.items())
-    summary[k] = v;
-  summary["tpspd"] = result.wall_time_s > 0 ? double(result.tokens_trained) / result.wall_time_s /
-                                                  double(cfg.rollout.num_workers + 1)
-                                            : 0.0;
+  outcome.tpspd = result.wall_time_s > 0 ? double(result.tokens_trained) / result.wall_time_s /
+                                               double(cfg.rollout.num_workers + 1)
+                                         : 0.0;
   if (result.ok && result.final_weights.blob) {
     load_snapshot(*policy.model, result.final_weights, /*alias=*/false);
     auto final_dir = (fs::path(run_dir) / "final").string();
     save_model_dir(final_dir, *policy.model, &tok);
-    summary["params_sha256"] = params_sha256(*policy.model);
-    summary["final_model"] = final_dir;
+    outcome.params_sha256 = params_sha256(*policy.model);
+    outcome.final_model = final_dir;
     if (cfg.runtime.eval_after) {
       auto e = evaluate(policy.model.ptr(), tok, data.test,
                         greedy_eval_options(cfg.eval, cfg.runtime.seed));
-      summary["final_eval_accuracy"] = e.pass1;
+      outcome.final_eval_accuracy = e.pass1;
       spdlog::info("train: final greedy accuracy {:.4f} on {} test questions", e.pass1,
                    e.questions);
     }
   }
-  std::ofstream(fs::path(run_dir) / "summary.json") << summary.dump(2) << "\n";
-  std::cout << summary.dump() << std::endl;
+  auto summary = train_summary(result, outcome);
+  write_summary((fs::path(run_dir) / "summary.json").string(), summary);
+  print_line(summary);
   if (!result.ok) {
     std::cerr << "error: " << result.error << std::endl;
     return 1;

@@ -1,0 +1,179 @@
+#include "apps/asyncrl/reports.hpp"
+
+#include <fstream>
+#include <iostream>
+
+#include "apps/asyncrl/sft_command.hpp"
+#include "messages/run_result.hpp"
+#include "runtime/generation/generator.hpp"
+#include "runtime/model/tokenizer.hpp"
+#include "runtime/scheduling/simulator.hpp"
+#include "runtime/task/evaluate.hpp"
+#include "runtime/task/reward.hpp"
+#include "runtime/task/task_data.hpp"
+
+namespace asyncrl {
+
+nlohmann::ordered_json summarize(const run_result& r) {
+  nlohmann::ordered_json rollouters = nlohmann::json::array();
+  for (auto& c : r.rollouters)
+    rollouters.push_back({{"worker", c.worker},
+                          {"groups_completed", c.groups_completed},
+                          {"groups_unfinished", c.groups_unfinished},
+                          {"tokens_generated", c.tokens_generated},
+                          {"interruptions", c.interruptions}});
+  return {{"ok", r.ok},
+          {"error", r.error},
+          {"steps", r.steps},
+          {"groups_generated", r.groups_generated},
+          {"groups_trained", r.groups_trained},
+          {"groups_dropped", r.groups_dropped},
+          {"groups_in_flight", r.groups_in_flight},
+          {"groups_filtered", r.groups_filtered},
+          {"tokens_generated", r.tokens_generated},
+          {"tokens_trained", r.tokens_trained},
+          {"syncs", r.syncs},
+          {"wall_time_s", r.wall_time_s},
+          {"rollouters", rollouters},
+          {"reward",
+           {{"received", r.reward.received},
+            {"forwarded", r.reward.forwarded},
+            {"in_progress", r.reward.in_progress},
+            {"failures", r.reward.failures},
+            {"timeouts", r.reward.timeouts}}},
+          {"queue",
+           {{"received", r.queue.received},
+            {"delivered", r.queue.delivered},
+            {"depth", r.queue.depth},
+            {"dropped_stale", r.queue.dropped_stale},
+            {"regenerated", r.queue.regenerated},
+            {"abandoned", r.queue.abandoned},
+            {"max_delivered_staleness", r.queue.max_delivered_staleness}}},
+          {"trainer",
+           {{"deliveries", r.trainer.deliveries},
+            {"received", r.trainer.received},
+            {"trained", r.trainer.trained},
+            {"filtered", r.trainer.filtered},
+            {"held", r.trainer.held},
+            {"steps", r.trainer.steps},
+            {"skipped_steps", r.trainer.skipped_steps},
+            {"version", r.trainer.version}}}};
+}
+
+nlohmann::ordered_json train_summary(const run_result& r, const train_outcome& o) {
+  nlohmann::ordered_json summary;
+  if (o.initial_eval_accuracy) summary["initial_eval_accuracy"] = *o.initial_eval_accuracy;
+  auto out = summarize(r);
+  for (auto& [k, v] : out.items())
+    summary[k] = v;
+  summary["tpspd"] = o.tpspd;
+  if (o.params_sha256) summary["params_sha256"] = *o.params_sha256;
+  if (o.final_model) summary["final_model"] = *o.final_model;
+  if (o.final_eval_accuracy) summary["final_eval_accuracy"] = *o.final_eval_accuracy;
+  return summary;
+}
+
+nlohmann::ordered_json sft_summary(const sft_report& r) {
+  return {{"steps", r.steps},
+          {"skipped_steps", r.skipped_steps},
+          {"first_loss", r.first_loss},
+          {"final_loss", r.final_loss},
+          {"tokens_per_s", r.tokens_per_s},
+          {"wall_time_s", r.seconds},
+          {"parameters", r.parameters},
+          {"model_dir", r.model_dir},
+          {"eval_accuracy", r.eval.pass1},
+          {"val_accuracy", r.val_accuracy},
+          {"eval_questions", r.eval.questions}};
+}
+
+nlohmann::ordered_json sft_line(const sft_report& r) {
+  return {{"model_dir", r.model_dir},           {"steps", r.steps},
+          {"final_loss", r.final_loss},         {"eval_accuracy", r.eval.pass1},
+          {"eval_questions", r.eval.questions}, {"wall_time_s", r.seconds}};
+}
+
+nlohmann::ordered_json simulate_line(const sim_params& p, const sim_result& r, bool per_step) {
+  nlohmann::ordered_json j{{"mode", p.plan.mode},
+                           {"rollout_devices", p.rollout_devices},
+                           {"train_devices", p.train_devices},
+                           {"colocated", p.colocated},
+                           {"steps", r.steps.size()},
+                           {"mean_step_s", r.mean_step_ms / 1000.0},
+                           {"total_s", r.total_ms / 1000.0},
+                           {"trainer_idle_ratio", r.trainer_idle_ratio},
+                           {"rollout_idle_ratio", r.rollout_idle_ratio},
+                           {"tokens_trained_per_s", r.tokens_per_s},
+                           {"groups_generated", r.groups_generated},
+                           {"groups_dropped", r.groups_dropped},
+                           {"syncs", r.syncs},
+                           {"interruptions", r.interruptions}};
+  if (per_step) {
+    // A plain (key-sorted) json array: each step's keys print in alphabetical order.
+    auto steps = nlohmann::json::array();
+    for (auto& s : r.steps)
+      steps.push_back({{"step", s.step},
+                       {"end_s", s.end_ms / 1000.0},
+                       {"step_s", s.step_ms / 1000.0},
+                       {"trainer_idle_s", s.trainer_idle_ms / 1000.0},
+                       {"tokens", s.tokens},
+                       {"stale_samples", s.stale_samples},
+                       {"staleness_max", s.staleness_max},
+                       {"partial_samples", s.partial_samples},
+                       {"max_partial_span", s.max_partial_span}});
+    j["per_step"] = steps;
+  }
+  return j;
+}
+
+nlohmann::ordered_json data_line(const task_data& d, const std::string& out_dir) {
+  return {{"train", out_dir + "/train.jsonl"},
+          {"train_examples", d.train.size()},
+          {"test", out_dir + "/test.jsonl"},
+          {"test_examples", d.test.size()},
+          {"source", d.train_source}};
+}
+
+nlohmann::ordered_json eval_line(const std::string& model_dir, const std::string& data_path,
+                                 const eval_result& r, int64_t samples, double temperature) {
+  nlohmann::ordered_json j{
+      {"model", model_dir}, {"data", data_path}, {"questions", r.questions}, {"pass@1", r.pass1}};
+  if (samples > 1) {
+    j["mean@" + std::to_string(samples)] = r.mean_at_n;
+    j["samples"] = samples;
+    j["temperature"] = temperature;
+  }
+  j["mean_response_tokens"] = r.mean_response_tokens;
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+nlohmann::ordered_json sample_line(const gen_result& res, const char_tokenizer& tok) {
+  double lp = 0;
+  for (auto v : res.request.logprobs)
+    lp += v;
+  auto text = tok.decode(res.request.tokens);
+  return {{"sample", res.request.sample_index},
+          {"text", text},
+          {"final_answer", extract_final_answer(text).value_or("")},
+          {"tokens", res.request.tokens.size()},
+          {"finish", to_string(res.reason)},
+          {"logprob", lp}};
+}
+
+nlohmann::ordered_json score_line(const std::vector<double>& logprobs) {
+  nlohmann::ordered_json out{{"logprobs", nlohmann::ordered_json::array()}};
+  for (auto v : logprobs)
+    out["logprobs"].push_back(v);
+  return out;
+}
+
+void print_line(const nlohmann::ordered_json& j) {
+  std::cout << j.dump() << std::endl;
+}
+
+void write_summary(const std::string& path, const nlohmann::ordered_json& j) {
+  std::ofstream(path) << j.dump(2) << "\n";
+}
+
+}  // namespace asyncrl
