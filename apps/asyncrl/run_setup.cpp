@@ -11,8 +11,24 @@
 
 #include "runtime/common/progress.hpp"
 #include "runtime/config/run_config.hpp"
+#include "runtime/task/task_data.hpp"
 
 namespace asyncrl {
+
+run_start start_run(const loaded_config& lc) {
+  const auto& cfg = lc.cfg;
+  apply_runtime(cfg.runtime);
+  run_start r;
+  r.dir = prepare_run_dir(lc);
+  r.device = c10::Device(cfg.runtime.device);
+  r.data = load_task_data(cfg.data);
+  write_task_data(r.data, (std::filesystem::path(r.dir) / "data").string());
+  return r;
+}
+
+std::string model_source(const run_config& cfg) {
+  return cfg.model.path.empty() ? "fresh init" : cfg.model.path;
+}
 
 void apply_runtime(const runtime_section& rt) {
   init_logging(rt.log_level);

@@ -52,20 +52,17 @@ class batch_sampler {
 
 sft_report run_sft(const loaded_config& lc) {
   const auto& cfg = lc.cfg;
-  apply_runtime(cfg.runtime);
-  auto run_dir = prepare_run_dir(lc);
-  torch::Device device(cfg.runtime.device);
-
-  auto data = load_task_data(cfg.data);
-  write_task_data(data, (fs::path(run_dir) / "data").string());
+  auto run = start_run(lc);
+  const auto& run_dir = run.dir;
+  const auto device = run.device;
+  const auto& data = run.data;
   spdlog::info("sft: {} train / {} test examples from {}", data.train.size(), data.test.size(),
                data.train_source);
 
   auto policy = load_or_init_policy(cfg, device);
   const auto& tok = *policy.tokenizer;
   auto& model = *policy.model;
-  spdlog::info("sft: model {} ({} parameters, {} layers, hidden {}) on {}",
-               cfg.model.path.empty() ? "fresh init" : cfg.model.path,
+  spdlog::info("sft: model {} ({} parameters, {} layers, hidden {}) on {}", model_source(cfg),
                policy.config.num_parameters(), policy.config.num_hidden_layers,
                policy.config.hidden_size, cfg.runtime.device);
 

@@ -46,18 +46,15 @@ void check_lengths(const task_data& d, const char_tokenizer& tok, const run_conf
 
 int run_train_command(const loaded_config& lc) {
   const auto& cfg = lc.cfg;
-  apply_runtime(cfg.runtime);
-  auto run_dir = prepare_run_dir(lc);
-  torch::Device device(cfg.runtime.device);
-  auto data = load_task_data(cfg.data);
-  write_task_data(data, (fs::path(run_dir) / "data").string());
-  auto policy = load_or_init_policy(cfg, device);
+  auto run = start_run(lc);
+  const auto& run_dir = run.dir;
+  const auto& data = run.data;
+  auto policy = load_or_init_policy(cfg, run.device);
   const auto& tok = *policy.tokenizer;
   check_lengths(data, tok, cfg, policy.config);
   spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
                cfg.async_training.mode, cfg.data.train_batch_size, cfg.rollout.n,
-               cfg.trainer.total_steps, cfg.model.path.empty() ? "fresh init" : cfg.model.path,
-               policy.config.num_parameters());
+               cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());
 
   train_outcome outcome;
   if (cfg.runtime.eval_before) {
