@@ -1,19 +1,20 @@
 #include "apps/asyncrl/cli.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
 
-#include "apps/asyncrl/model_commands.hpp"
-#include "apps/asyncrl/reports.hpp"
+#include "apps/asyncrl/config_command.hpp"
+#include "apps/asyncrl/data_command.hpp"
+#include "apps/asyncrl/eval_command.hpp"
+#include "apps/asyncrl/generate_command.hpp"
+#include "apps/asyncrl/score_command.hpp"
 #include "apps/asyncrl/sft_command.hpp"
+#include "apps/asyncrl/simulate_command.hpp"
 #include "apps/asyncrl/train_command.hpp"
 #include "runtime/common/progress.hpp"
 #include "runtime/config/run_config.hpp"
-#include "runtime/scheduling/simulator.hpp"
 #include "runtime/task/dataset.hpp"
-#include "runtime/task/task_data.hpp"
 
 namespace asyncrl {
 
@@ -28,6 +29,27 @@ struct config_args {
     if (required) opt->required();
     cmd->add_option("overrides", overrides, "dotted key=value overrides, e.g. sft.steps=100");
   }
+  std::unique_ptr<loaded_config> load() const { return load_config(path, overrides); }
+};
+
+// Every subcommand's parsed arguments, and the subcommand objects to ask which one ran.
+struct cli_args {
+  config_args sft, train, simulate, data, config;
+  bool per_step = false;  // simulate --per-step
+  std::string data_out;   // data --out
+  config_query query;     // config --describe / --get
+  eval_command eval;
+  generate_command generate;
+  score_command score;
+  // The subcommands, to ask which one was parsed.
+  CLI::App* sft_cmd = nullptr;
+  CLI::App* train_cmd = nullptr;
+  CLI::App* simulate_cmd = nullptr;
+  CLI::App* eval_cmd = nullptr;
+  CLI::App* generate_cmd = nullptr;
+  CLI::App* score_cmd = nullptr;
+  CLI::App* data_cmd = nullptr;
+  CLI::App* config_cmd = nullptr;
 };
 
 void add_model_options(CLI::App* cmd, common_model_options& m) {
@@ -49,50 +71,23 @@ void add_sampling_options(CLI::App* cmd, sampling_params& s, uint64_t& seed,
       ->capture_default_str();
 }
 
-int run_data(const config_args& a, const std::string& out_dir) {
-  auto lc = load_config(a.path, a.overrides);
-  auto d = load_task_data(lc->cfg.data);
-  write_task_data(d, out_dir);
-  print_line(data_line(d, out_dir));
-  return 0;
-}
+void add_run_commands(CLI::App& app, cli_args& a) {
+  a.sft_cmd = app.add_subcommand("sft", "supervised warm-start on the task's worked answers");
+  a.sft.attach(a.sft_cmd, true);
 
-int run_simulate_cmd(const config_args& a, bool per_step) {
-  auto lc = load_config(a.path, a.overrides);
-  auto p = sim_params_from(lc->cfg);
-  auto r = simulate(p);
-  print_line(simulate_line(p, r, per_step));
-  return 0;
-}
+  a.train_cmd = app.add_subcommand("train", "RL post-training on the actor runtime (the main job)");
+  a.train.attach(a.train_cmd, true);
 
-int run_sft_cmd(const config_args& a) {
-  auto lc = load_config(a.path, a.overrides);
-  print_line(sft_line(run_sft(*lc)));
-  return 0;
-}
-
-}  // namespace
-
-int run_cli(int argc, char** argv) {
-  CLI::App app{"asyncrl: asynchronous RL post-training of LLMs on CAF actors"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("asyncrl ") + ASYNCRL_VERSION);
-
-  config_args sft_args, train_args, sim_args, data_args, config_cmd_args;
-  auto* sft = app.add_subcommand("sft", "supervised warm-start on the task's worked answers");
-  sft_args.attach(sft, true);
-
-  auto* train = app.add_subcommand("train", "RL post-training on the actor runtime (the main job)");
-  train_args.attach(train, true);
-
-  bool sim_steps = false;
-  auto* sim = app.add_subcommand(
+  a.simulate_cmd = app.add_subcommand(
       "simulate", "discrete-event model of a run: the same scheduling rules, modelled costs");
-  sim_args.attach(sim, true);
-  sim->add_flag("--per-step", sim_steps, "also print every simulated step");
+  a.simulate.attach(a.simulate_cmd, true);
+  a.simulate_cmd->add_flag("--per-step", a.per_step, "also print every simulated step");
+}
 
-  eval_command ev;
-  auto* eval = app.add_subcommand("eval", "accuracy: greedy pass@1, and mean@N with --samples");
+void add_eval(CLI::App& app, cli_args& a) {
+  auto& ev = a.eval;
+  auto* eval = a.eval_cmd =
+      app.add_subcommand("eval", "accuracy: greedy pass@1, and mean@N with --samples");
   add_model_options(eval, ev.model);
   eval->add_option("--data,-d", ev.data_path, "GSM8K-style JSONL (question, answer)")->required();
   eval->add_option("--samples,-n", ev.samples, "sampled responses per question for mean@N")
@@ -100,9 +95,12 @@ int run_cli(int argc, char** argv) {
       ->capture_default_str();
   eval->add_option("--batch", ev.batch, "KV-cache slots")->check(CLI::PositiveNumber);
   add_sampling_options(eval, ev.sampling, ev.seed, ev.max_new_tokens);
+}
 
-  generate_command gen;
-  auto* generate = app.add_subcommand("generate", "sample responses to one prompt");
+void add_generate(CLI::App& app, cli_args& a) {
+  auto& gen = a.generate;
+  auto* generate = a.generate_cmd =
+      app.add_subcommand("generate", "sample responses to one prompt");
   add_model_options(generate, gen.model);
   generate->add_option("--prompt,-p", gen.prompt, "question text")->required();
   generate->add_option("--samples,-n", gen.samples, "responses to sample")
@@ -110,61 +108,53 @@ int run_cli(int argc, char** argv) {
   generate->add_flag("--raw", gen.raw,
                      "use the prompt as is, without the <bos> ... '\\n' template");
   add_sampling_options(generate, gen.sampling, gen.seed, gen.max_new_tokens);
+}
 
-  score_command sc;
-  auto* score = app.add_subcommand("score", "per-token log-probs of given sequences");
-  add_model_options(score, sc.model);
+void add_score(CLI::App& app, cli_args& a) {
+  auto* score = a.score_cmd = app.add_subcommand("score", "per-token log-probs of given sequences");
+  add_model_options(score, a.score.model);
   score
-      ->add_option("--input,-i", sc.input_path,
+      ->add_option("--input,-i", a.score.input_path,
                    "JSONL of {\"token_ids\": [...]} or {\"text\": ...}")
       ->required();
+}
 
-  std::string data_out;
-  auto* data = app.add_subcommand("data", "write the task's train/test JSONL files");
-  data_args.attach(data, false);
-  data->add_option("--out,-o", data_out, "output directory")->required();
+void add_data_and_config(CLI::App& app, cli_args& a) {
+  a.data_cmd = app.add_subcommand("data", "write the task's train/test JSONL files");
+  a.data.attach(a.data_cmd, false);
+  a.data_cmd->add_option("--out,-o", a.data_out, "output directory")->required();
 
-  bool describe = false;
-  std::string get_key;
-  auto* config = app.add_subcommand("config", "print the resolved config, or every key");
-  config_cmd_args.attach(config, false);
-  config->add_flag("--describe", describe, "list every key with its type, value and help");
-  config->add_option("--get", get_key, "print only this key's value");
+  a.config_cmd = app.add_subcommand("config", "print the resolved config, or every key");
+  a.config.attach(a.config_cmd, false);
+  a.config_cmd->add_flag("--describe", a.query.describe,
+                         "list every key with its type, value and help");
+  a.config_cmd->add_option("--get", a.query.get_key, "print only this key's value");
+}
 
+// The model commands log warnings only: their output is the JSON on stdout.
+template <class Command>
+int quietly(int (*run)(const Command&), const Command& c) {
+  init_logging("warn");
+  return run(c);
+}
+
+// Runs the one subcommand that was parsed; the config-driven ones load their config first.
+int dispatch(const cli_args& a) {
+  if (a.sft_cmd->parsed()) return run_sft_command(*a.sft.load());
+  if (a.simulate_cmd->parsed()) return run_simulate_command(*a.simulate.load(), a.per_step);
+  if (a.train_cmd->parsed()) return run_train_command(*a.train.load());
+  if (a.eval_cmd->parsed()) return quietly(run_eval_command, a.eval);
+  if (a.generate_cmd->parsed()) return quietly(run_generate_command, a.generate);
+  if (a.score_cmd->parsed()) return quietly(run_score_command, a.score);
+  if (a.data_cmd->parsed()) return run_data_command(*a.data.load(), a.data_out);
+  if (a.config_cmd->parsed()) return run_config_command(*a.config.load(), a.query);
+  return 0;
+}
+
+// The one place errors become exit codes: 2 for bad config or data, 1 for anything else.
+int dispatch_reporting_errors(const cli_args& a) {
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-
-  try {
-    if (sft->parsed()) return run_sft_cmd(sft_args);
-    if (sim->parsed()) return run_simulate_cmd(sim_args, sim_steps);
-    if (train->parsed()) {
-      auto lc = load_config(train_args.path, train_args.overrides);
-      return run_train_command(*lc);
-    }
-    if (eval->parsed()) {
-      init_logging("warn");
-      return run_eval_command(ev);
-    }
-    if (generate->parsed()) {
-      init_logging("warn");
-      return run_generate_command(gen);
-    }
-    if (score->parsed()) {
-      init_logging("warn");
-      return run_score_command(sc);
-    }
-    if (data->parsed()) return run_data(data_args, data_out);
-    if (config->parsed()) {
-      auto lc = load_config(config_cmd_args.path, config_cmd_args.overrides);
-      if (!get_key.empty())
-        std::cout << lc->schema.value(get_key) << "\n";
-      else
-        std::cout << (describe ? lc->schema.describe() : lc->schema.dump_yaml());
-      return 0;
-    }
+    return dispatch(a);
   } catch (const config_error& e) {
     std::cerr << "config error: " << e.what() << std::endl;
     return 2;
@@ -175,7 +165,26 @@ int run_cli(int argc, char** argv) {
     std::cerr << "error: " << e.what() << std::endl;
     return 1;
   }
-  return 0;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"asyncrl: asynchronous RL post-training of LLMs on CAF actors"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("asyncrl ") + ASYNCRL_VERSION);
+  cli_args a;
+  add_run_commands(app, a);
+  add_eval(app, a);
+  add_generate(app, a);
+  add_score(app, a);
+  add_data_and_config(app, a);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return dispatch_reporting_errors(a);
 }
 
 }  // namespace asyncrl

@@ -1,4 +1,4 @@
-// The `asyncrl` command: every subcommand lives in the library (runtime/cli.cpp).
+// The `asyncrl` command: cli.cpp parses the arguments; each subcommand has its own file here.
 #include "apps/asyncrl/cli.hpp"
 
 int main(int argc, char** argv) {

@@ -172,4 +172,9 @@ sft_report run_sft(const loaded_config& lc) {
   return rep;
 }
 
+int run_sft_command(const loaded_config& lc) {
+  print_line(sft_line(run_sft(lc)));
+  return 0;
+}
+
 }  // namespace asyncrl

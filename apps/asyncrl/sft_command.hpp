@@ -1,5 +1,7 @@
 #pragma once
 
+// `asyncrl sft`: the supervised warm-start.
+
 #include <cstdint>
 #include <string>
 
@@ -26,5 +28,8 @@ struct sft_report {
 /// only), AdamW with the sft.* schedule. Writes <run_dir>/final/ (model directory),
 /// <run_dir>/data/{train,test}.jsonl, <run_dir>/config.yaml and <run_dir>/sft_summary.json.
 sft_report run_sft(const loaded_config& lc);
+
+/// run_sft, then its report as one JSON line on stdout; returns the exit code.
+int run_sft_command(const loaded_config& lc);
 
 }  // namespace asyncrl
