@@ -42,29 +42,20 @@ void check_lengths(const task_data& d, const char_tokenizer& tok, const run_conf
         std::to_string(m.max_position_embeddings));
 }
 
-}  // namespace
+// Greedy pass@1 on the test split with the config's eval settings, logged as `when`.
+double greedy_accuracy(const model_bundle& policy, const task_data& data, const run_config& cfg,
+                       const char* when) {
+  auto e = evaluate(policy.model.ptr(), *policy.tokenizer, data.test,
+                    greedy_eval_options(cfg.eval, cfg.runtime.seed));
+  spdlog::info("train: {} greedy accuracy {:.4f} on {} test questions", when, e.pass1, e.questions);
+  return e.pass1;
+}
 
-int run_train_command(const loaded_config& lc) {
-  const auto& cfg = lc.cfg;
-  auto run = start_run(lc);
-  const auto& run_dir = run.dir;
-  const auto& data = run.data;
-  auto policy = load_or_init_policy(cfg, run.device);
+// The actor run to trainer.total_steps from the policy's weights (version 0). Returns when every
+// actor has quit.
+run_result run_actors(const run_config& cfg, const model_bundle& policy, const task_data& data,
+                      const std::string& run_dir) {
   const auto& tok = *policy.tokenizer;
-  check_lengths(data, tok, cfg, policy.config);
-  spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
-               cfg.async_training.mode, cfg.data.train_batch_size, cfg.rollout.n,
-               cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());
-
-  train_outcome outcome;
-  if (cfg.runtime.eval_before) {
-    auto e = evaluate(policy.model.ptr(), tok, data.test,
-                      greedy_eval_options(cfg.eval, cfg.runtime.seed));
-    outcome.initial_eval_accuracy = e.pass1;
-    spdlog::info("train: initial greedy accuracy {:.4f} on {} test questions", e.pass1,
-                 e.questions);
-  }
-
   controller_args ca;
   ca.env = make_env(cfg, policy.config, tok, /*detached=*/true);
   ca.initial = snapshot_weights(*policy.model, 0);
@@ -90,26 +81,48 @@ int run_train_command(const loaded_config& lc) {
                    result.error = "controller: " + sys.render(e);
                  });
   }  // the actor system waits for every actor here; each role quit during shutdown
+  return result;
+}
 
-  outcome.tpspd = result.wall_time_s > 0 ? double(result.tokens_trained) / result.wall_time_s /
-                                               double(cfg.rollout.num_workers + 1)
-                                         : 0.0;
-  if (result.ok && result.final_weights.blob) {
-    load_snapshot(*policy.model, result.final_weights, /*alias=*/false);
-    auto final_dir = (fs::path(run_dir) / "final").string();
-    save_model_dir(final_dir, *policy.model, &tok);
-    outcome.params_sha256 = params_sha256(*policy.model);
-    outcome.final_model = final_dir;
-    if (cfg.runtime.eval_after) {
-      auto e = evaluate(policy.model.ptr(), tok, data.test,
-                        greedy_eval_options(cfg.eval, cfg.runtime.seed));
-      outcome.final_eval_accuracy = e.pass1;
-      spdlog::info("train: final greedy accuracy {:.4f} on {} test questions", e.pass1,
-                   e.questions);
-    }
-  }
-  auto summary = train_summary(result, outcome);
-  write_summary((fs::path(run_dir) / "summary.json").string(), summary);
+// Trained tokens per second per device: the rollouters and the trainer.
+double tokens_per_s_per_device(const run_result& r, int64_t rollout_workers) {
+  return r.wall_time_s > 0 ? double(r.tokens_trained) / r.wall_time_s / double(rollout_workers + 1)
+                           : 0.0;
+}
+
+// Loads the run's final weights into the policy, writes <run_dir>/final/ and, with
+// runtime.eval_after, evaluates it; records all three in `out`.
+void save_final_model(model_bundle& policy, const run_result& result, const task_data& data,
+                      const run_config& cfg, const std::string& run_dir, train_outcome& out) {
+  load_snapshot(*policy.model, result.final_weights, /*alias=*/false);
+  auto final_dir = (fs::path(run_dir) / "final").string();
+  save_model_dir(final_dir, *policy.model, &*policy.tokenizer);
+  out.params_sha256 = params_sha256(*policy.model);
+  out.final_model = final_dir;
+  if (cfg.runtime.eval_after) out.final_eval_accuracy = greedy_accuracy(policy, data, cfg, "final");
+}
+
+}  // namespace
+
+int run_train_command(const loaded_config& lc) {
+  const auto& cfg = lc.cfg;
+  auto run = start_run(lc);
+  auto policy = load_or_init_policy(cfg, run.device);
+  check_lengths(run.data, *policy.tokenizer, cfg, policy.config);
+  spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
+               cfg.async_training.mode, cfg.data.train_batch_size, cfg.rollout.n,
+               cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());
+
+  train_outcome out;
+  if (cfg.runtime.eval_before)
+    out.initial_eval_accuracy = greedy_accuracy(policy, run.data, cfg, "initial");
+  auto result = run_actors(cfg, policy, run.data, run.dir);
+  out.tpspd = tokens_per_s_per_device(result, cfg.rollout.num_workers);
+  if (result.ok && result.final_weights.blob)
+    save_final_model(policy, result, run.data, cfg, run.dir, out);
+
+  auto summary = train_summary(result, out);
+  write_summary((fs::path(run.dir) / "summary.json").string(), summary);
   print_line(summary);
   if (!result.ok) {
     std::cerr << "error: " << result.error << std::endl;
