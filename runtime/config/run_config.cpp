@@ -4,7 +4,11 @@ namespace asyncrl {
 
 using namespace checks;
 
-void run_config::bind(config_schema& s) {
+namespace {
+
+// One binder per section. Key order here does not matter for the output: the schema sorts the
+// keys for the dump and for --describe.
+void bind_model(config_schema& s, model_section& model) {
   auto& mi = model.init;
   s.add("model.path", &model.path, "starting model directory (HF layout); empty = fresh init");
   s.add_choice("model.init.arch", &mi.arch, {"qwen2", "llama"},
@@ -22,7 +26,9 @@ void run_config::bind(config_schema& s) {
   s.add("model.init.tie_word_embeddings", &mi.tie_word_embeddings,
         "share the embedding and LM-head weights");
   s.add("model.init.init_std", &mi.init_std, "std of the normal weight init", positive());
+}
 
+void bind_data(config_schema& s, data_section& data) {
   s.add_choice("data.task", &data.task, {"arith"}, "built-in task when no JSONL paths are given");
   s.add("data.train_path", &data.train_path, "training JSONL (GSM8K fields); empty = built-in");
   s.add("data.test_path", &data.test_path, "test JSONL (GSM8K fields); empty = built-in");
@@ -43,7 +49,9 @@ void run_config::bind(config_schema& s) {
   s.add("data.train_batch_size", &data.train_batch_size, "prompts per RL step", positive_int());
   s.add("data.max_prompt_length", &data.max_prompt_length, "longest prompt in tokens",
         positive_int());
+}
 
+void bind_sft(config_schema& s, sft_section& sft) {
   s.add("sft.steps", &sft.steps, "optimizer steps of the warm-start", positive_int());
   s.add("sft.batch_size", &sft.batch_size, "sequences per warm-start step", positive_int());
   s.add("sft.lr", &sft.lr, "peak learning rate", positive());
@@ -63,7 +71,9 @@ void run_config::bind(config_schema& s) {
         positive_int());
   s.add("sft.val_size", &sft.val_size,
         "training examples held out (not trained on) for sft.stop_at_accuracy", positive_int());
+}
 
+void bind_rollout(config_schema& s, rollout_section& rollout) {
   s.add("rollout.n", &rollout.n, "responses per prompt (group size G)", positive_int());
   s.add("rollout.temperature", &rollout.temperature, "sampling temperature; 0 = greedy",
         non_negative());
@@ -81,7 +91,9 @@ void run_config::bind(config_schema& s) {
   s.add("rollout.threads", &rollout.threads,
         "torch threads per rollout worker; 0 = all cores in sync+colocate, else shared",
         non_negative_int());
+}
 
+void bind_reward(config_schema& s, reward_section& reward) {
   s.add("reward.num_workers", &reward.num_workers, "reward worker pool size", positive_int());
   s.add("reward.detached_workers", &reward.detached_workers,
         "give each scoring worker its own thread (for reward functions that block)");
@@ -95,7 +107,9 @@ void run_config::bind(config_schema& s) {
                "math: the final answer against the ground truth; prefix: 1 iff the response "
                "starts with reward.prefix (a bandit with a known optimum, for tests)");
   s.add("reward.prefix", &reward.prefix, "reward.function=prefix: the rewarded start");
+}
 
+void bind_async_training(config_schema& s, async_section& async_training) {
   auto& at = async_training;
   s.add_choice("async_training.mode", &at.mode, {"sync", "periodic", "fully_async"},
                "sync: generate the whole batch, then train; periodic: train on groups as they "
@@ -122,7 +136,9 @@ void run_config::bind(config_schema& s) {
   s.add("async_training.drain_timeout_ms", &at.drain_timeout_ms,
         "without partial rollout: the longest a pause may wait for the responses in flight",
         positive_int());
+}
 
+void bind_workload(config_schema& s, workload_section& workload) {
   s.add_choice("workload.lengths", &workload.lengths, {"model", "fixed", "lognormal"},
                "response lengths: the model's EOS, or forced from a distribution (benchmarks)");
   s.add("workload.median", &workload.median, "fixed length, or the lognormal's median",
@@ -131,7 +147,9 @@ void run_config::bind(config_schema& s) {
         non_negative());
   s.add("workload.min", &workload.min, "shortest forced response", positive_int());
   s.add("workload.max", &workload.max, "longest forced response", positive_int());
+}
 
+void bind_simulate(config_schema& s, simulate_section& simulate) {
   auto& sm = simulate;
   s.add("simulate.calibration", &sm.calibration,
         "cost calibration JSON (bench/bench_calibrate); replaces the cost keys");
@@ -154,7 +172,9 @@ void run_config::bind(config_schema& s) {
   s.add("simulate.prompt_tokens", &sm.prompt_tokens, "prompt length", positive_int());
   s.add("simulate.warmup_steps", &sm.warmup_steps, "steps left out of the mean",
         non_negative_int());
+}
 
+void bind_eval(config_schema& s, eval_section& eval) {
   s.add("eval.samples", &eval.samples, "samples per question; > 1 adds mean@N", positive_int());
   s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
   s.add("eval.batch", &eval.batch, "KV-cache slots during eval", positive_int());
@@ -162,7 +182,9 @@ void run_config::bind(config_schema& s) {
         "train: greedy accuracy on the test split every n steps (metrics.jsonl eval_accuracy; "
         "the time it takes is reported as eval_time_s); 0 = off",
         non_negative_int());
+}
 
+void bind_algorithm(config_schema& s, algorithm_section& algorithm) {
   auto& al = algorithm;
   s.add_choice("algorithm.adv_estimator", &al.adv_estimator, {"grpo", "drgrpo"},
                "grpo: (r - mean) / (std + 1e-6) per group; drgrpo: r - mean");
@@ -187,7 +209,9 @@ void run_config::bind(config_schema& s) {
         "decoupled: mask tokens whose behaviour weight exceeds this; 0 = off", non_negative());
   s.add_choice("algorithm.loss_agg", &al.loss_agg, {"token-mean", "seq-mean"},
                "token-mean over the whole batch, or the mean of per-sequence means");
+}
 
+void bind_trainer(config_schema& s, trainer_section& trainer) {
   auto& tr = trainer;
   s.add("trainer.micro_batch_size", &tr.micro_batch_size,
         "responses per forward/backward; with group_aligned_micro_batches a micro-batch never "
@@ -220,7 +244,9 @@ void run_config::bind(config_schema& s) {
   s.add("trainer.total_steps", &tr.total_steps, "optimizer steps of an RL run", positive_int());
   s.add("trainer.threads", &tr.threads, "torch threads of the trainer; 0 = by mode",
         non_negative_int());
+}
 
+void bind_runtime(config_schema& s, runtime_section& runtime) {
   s.add("runtime.seed", &runtime.seed, "seed of every RNG stream");
   s.add("runtime.run_dir", &runtime.run_dir, "output directory of the run",
         [](const std::string& v) {
@@ -240,6 +266,23 @@ void run_config::bind(config_schema& s) {
         non_negative());
   s.add_choice("runtime.log_level", &runtime.log_level, {"trace", "debug", "info", "warn", "error"},
                "log verbosity");
+}
+
+}  // namespace
+
+void run_config::bind(config_schema& s) {
+  bind_model(s, model);
+  bind_data(s, data);
+  bind_sft(s, sft);
+  bind_rollout(s, rollout);
+  bind_reward(s, reward);
+  bind_async_training(s, async_training);
+  bind_workload(s, workload);
+  bind_simulate(s, simulate);
+  bind_eval(s, eval);
+  bind_algorithm(s, algorithm);
+  bind_trainer(s, trainer);
+  bind_runtime(s, runtime);
 }
 
 namespace {
