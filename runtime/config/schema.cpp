@@ -138,10 +138,11 @@ void config_schema::add(const std::string& key, std::string* field, const std::s
   add_entry(key, std::move(e));
 }
 
-void config_schema::add_choice(const std::string& key, std::string* field,
-                               std::vector<std::string> choices, const std::string& help) {
+void config_schema::add_named(const std::string& key, std::vector<std::string> names,
+                              std::function<std::string()> get, std::function<void(size_t)> set,
+                              const std::string& help) {
   std::string list;
-  for (auto& c : choices)
+  for (auto& c : names)
     list += (list.empty() ? "" : ", ") + c;
   entry e;
   e.type_name = "one of {" + list + "}";
@@ -149,12 +150,19 @@ void config_schema::add_choice(const std::string& key, std::string* field,
   e.quoted = true;
   e.set = [=](const std::string& text, const std::string& where) {
     auto t = trim(text);
-    if (std::find(choices.begin(), choices.end(), t) == choices.end())
-      fail(where, key, "expected one of {" + list + "}, got '" + text + "'");
-    *field = t;
+    auto it = std::find(names.begin(), names.end(), t);
+    if (it == names.end()) fail(where, key, "expected one of {" + list + "}, got '" + text + "'");
+    set(static_cast<size_t>(it - names.begin()));
   };
-  e.get = [=] { return *field; };
+  e.get = std::move(get);
   add_entry(key, std::move(e));
+}
+
+void config_schema::add_choice(const std::string& key, std::string* field,
+                               std::vector<std::string> choices, const std::string& help) {
+  add_named(
+      key, choices, [field] { return *field; }, [field, choices](size_t i) { *field = choices[i]; },
+      help);
 }
 
 config_schema::entry& config_schema::lookup(const std::string& key, const std::string& where) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/enum_names.hpp"
+
 namespace asyncrl {
 
 /// A bad config value, unknown key or unreadable config file. The message names the source
@@ -41,6 +43,17 @@ class config_schema {
   /// A string restricted to `choices`.
   void add_choice(const std::string& key, std::string* field, std::vector<std::string> choices,
                   const std::string& help);
+  /// An enum, spelled as in its name table (enum_names(E)); the table's order is the order
+  /// --describe and a bad value's error list the names in.
+  template <class E>
+  void add_enum(const std::string& key, E* field, const std::string& help) {
+    std::vector<std::string> names;
+    for (const auto& n : enum_names(E{}))
+      names.push_back(n.name);
+    add_named(
+        key, std::move(names), [field] { return std::string(to_string(*field)); },
+        [field](size_t i) { *field = enum_names(E{})[i].value; }, help);
+  }
 
   /// Applies a YAML file: nested maps become dotted keys. A top-level `base: FILE` (relative to
   /// this file) is applied first, so a config can override another.
@@ -70,6 +83,10 @@ class config_schema {
     value_origin origin;
   };
   void add_entry(const std::string& key, entry e);
+  // A value restricted to `names` (add_choice, add_enum): `set` gets the index of the name.
+  void add_named(const std::string& key, std::vector<std::string> names,
+                 std::function<std::string()> get, std::function<void(size_t)> set,
+                 const std::string& help);
   entry& lookup(const std::string& key, const std::string& where);
 
   std::map<std::string, entry> entries_;
