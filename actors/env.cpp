@@ -13,11 +13,10 @@ env_ptr make_env(const run_config& cfg, const model_config& model, const char_to
   env->model = model;
   env->tokenizer = tok;
   env->detached = detached;
-  env->reward_fn =
-      cfg.reward.function == "prefix" ? reward_function::prefix : reward_function::math;
+  env->reward_fn = cfg.reward.function;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(cfg.rollout.num_workers);
-  const bool colocated = cfg.async_training.mode == "sync" && cfg.async_training.colocate;
+  const bool colocated = cfg.async_training.mode == async_mode::sync && cfg.async_training.colocate;
   // Colocated: generation and training take turns, each on every core (the rollout workers
   // share them). Otherwise they run at the same time and split the cores: the trainer gets its
   // share, the rollouters the rest.

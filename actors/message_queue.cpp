@@ -126,7 +126,8 @@ void serve_pull(queue_ptr self) {
       }
       ++st.counters.dropped_stale;
       st.adm->on_dropped();
-      if (st.args.env->cfg.async_training.stale_policy == "regenerate" && !it->samples.empty()) {
+      if (st.args.env->cfg.async_training.stale_policy == stale_action::regenerate &&
+          !it->samples.empty()) {
         prompt_task t;
         t.prompt_index = it->prompt_index;
         t.prompt = it->samples.front().prompt;

@@ -157,7 +157,7 @@ void add_group(self_ptr self, prompt_task task) {
     r.sampling.temperature = cfg.rollout.temperature;
     r.sampling.top_k = static_cast<int32_t>(cfg.rollout.top_k);
     r.sampling.top_p = cfg.rollout.top_p;
-    if (cfg.workload.lengths != "model") {  // benchmark workload: a forced length
+    if (cfg.workload.lengths != workload_lengths::model) {  // benchmark workload: a forced length
       r.max_new_tokens = workload_length(cfg.workload, static_cast<uint64_t>(cfg.runtime.seed),
                                          task.group_id, static_cast<uint32_t>(k));
       r.ignore_eos = true;

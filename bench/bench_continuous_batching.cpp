@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   auto model = init_causal_lm(cfg, 0.02, 1, torch::kCPU);
 
   workload_section w;
-  w.lengths = "lognormal";
+  w.lengths = workload_lengths::lognormal;
   w.median = 16;
   w.sigma = 1.0;
   w.min = 4;

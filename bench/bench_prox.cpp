@@ -44,9 +44,9 @@ int main(int argc, char** argv) {
   for (auto& s : samples)
     all.push_back(&s);
 
-  auto run = [&](const std::string& prox, double* step_ms) {
+  auto run = [&](prox_method prox, double* step_ms) {
     trainer_settings st;
-    st.algorithm.loss = "decoupled";
+    st.algorithm.loss = loss_kind::decoupled;
     st.algorithm.prox_logp = prox;
     st.trainer.compute_ref = false;  // isolate the proximal cost
     policy_trainer t(init_causal_lm(cfg, 0.02, 1, torch::kCPU), st);
@@ -63,12 +63,12 @@ int main(int argc, char** argv) {
   };
 
   double ignore = 0;
-  run("loglinear", &ignore);  // warm-up
+  run(prox_method::loglinear, &ignore);  // warm-up
   std::vector<double> ll, rc_ms, ll_step, rc_step;
   for (int r = 0; r < reps; ++r) {
     double s1 = 0, s2 = 0;
-    ll.push_back(run("loglinear", &s1));
-    rc_ms.push_back(run("recompute", &s2));
+    ll.push_back(run(prox_method::loglinear, &s1));
+    rc_ms.push_back(run(prox_method::recompute, &s2));
     ll_step.push_back(s1);
     rc_step.push_back(s2);
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "runtime/config/run_config.hpp"
 #include "tests/test_util.hpp"
 
@@ -226,6 +228,123 @@ TEST(Config, StaleCoupledGrpoUsesTheRolloutLogprobs) {
       "async_training:\n  mode: fully_async\n");
   EXPECT_TRUE(contains(msg, "c.yaml:3: key 'algorithm.use_rollout_logprobs': must be true")) << msg;
   EXPECT_TRUE(contains(msg, "algorithm.loss=decoupled")) << msg;
+}
+
+// --- issue 10: choice keys are enums --------------------------------------------------------
+
+// Each spelling of `key`, in --describe's order, and the value it must parse to. Catches a
+// name table with a typo, two names swapped, a value missing, or a table in another order: the
+// spelling has to reach the typed field through the config, and come back out of the dump and
+// to_string() unchanged.
+template <class E, class Get>
+void expect_names(const std::string& key, Get field,
+                  const std::vector<std::pair<std::string, E>>& want,
+                  const std::vector<std::string>& extra = {}) {
+  SCOPED_TRACE(key);
+  std::vector<std::pair<std::string, E>> table;
+  for (const auto& n : enum_names(E{}))
+    table.emplace_back(n.name, n.value);
+  EXPECT_TRUE(table == want) << "the name table of " << key << " is not the expected one";
+  for (const auto& [name, value] : want) {
+    EXPECT_EQ(std::string(to_string(value)), name);
+    EXPECT_TRUE(parse_enum<E>(name) == value) << name;
+    auto overrides = extra;
+    overrides.push_back(key + "=" + name);
+    auto lc = load_config("", overrides);
+    EXPECT_TRUE(field(lc->cfg) == value) << name;
+    EXPECT_EQ(lc->schema.value(key), name);
+  }
+  EXPECT_FALSE(parse_enum<E>("no-such-name").has_value());
+}
+
+TEST(ConfigEnums, EveryNameRoundTrips) {
+  expect_names<model_arch>("model.init.arch", [](const run_config& c) { return c.model.init.arch; },
+                           {{"qwen2", model_arch::qwen2}, {"llama", model_arch::llama}});
+  expect_names<lr_schedule_kind>("sft.schedule", [](const run_config& c) { return c.sft.schedule; },
+                                 {{"constant", lr_schedule_kind::constant},
+                                  {"warmup", lr_schedule_kind::warmup},
+                                  {"cosine", lr_schedule_kind::cosine}});
+  expect_names<lr_schedule_kind>("trainer.lr_schedule",
+                                 [](const run_config& c) { return c.trainer.lr_schedule; },
+                                 {{"constant", lr_schedule_kind::constant},
+                                  {"warmup", lr_schedule_kind::warmup},
+                                  {"cosine", lr_schedule_kind::cosine}});
+  expect_names<reward_function>(
+      "reward.function", [](const run_config& c) { return c.reward.function; },
+      {{"math", reward_function::math}, {"prefix", reward_function::prefix}}, {"reward.prefix=x"});
+  expect_names<async_mode>("async_training.mode",
+                           [](const run_config& c) { return c.async_training.mode; },
+                           {{"sync", async_mode::sync},
+                            {"periodic", async_mode::periodic},
+                            {"fully_async", async_mode::fully_async}});
+  expect_names<stale_action>(
+      "async_training.stale_policy",
+      [](const run_config& c) { return c.async_training.stale_policy; },
+      {{"drop", stale_action::drop}, {"regenerate", stale_action::regenerate}});
+  expect_names<workload_lengths>("workload.lengths",
+                                 [](const run_config& c) { return c.workload.lengths; },
+                                 {{"model", workload_lengths::model},
+                                  {"fixed", workload_lengths::fixed},
+                                  {"lognormal", workload_lengths::lognormal}});
+  expect_names<advantage_estimator>(
+      "algorithm.adv_estimator", [](const run_config& c) { return c.algorithm.adv_estimator; },
+      {{"grpo", advantage_estimator::grpo}, {"drgrpo", advantage_estimator::drgrpo}});
+  expect_names<loss_kind>("algorithm.loss", [](const run_config& c) { return c.algorithm.loss; },
+                          {{"grpo", loss_kind::grpo}, {"decoupled", loss_kind::decoupled}});
+  expect_names<prox_method>(
+      "algorithm.prox_logp", [](const run_config& c) { return c.algorithm.prox_logp; },
+      {{"recompute", prox_method::recompute}, {"loglinear", prox_method::loglinear}});
+  expect_names<loss_aggregation>(
+      "algorithm.loss_agg", [](const run_config& c) { return c.algorithm.loss_agg; },
+      {{"token-mean", loss_aggregation::token_mean}, {"seq-mean", loss_aggregation::seq_mean}});
+  expect_names<train_precision>(
+      "trainer.precision", [](const run_config& c) { return c.trainer.precision; },
+      {{"float32", train_precision::float32}, {"float64", train_precision::float64}});
+}
+
+TEST(ConfigEnums, DefaultsAreSpelledAsBefore) {
+  auto lc = load_config("", {});
+  const std::vector<std::pair<std::string, std::string>> want{
+      {"model.init.arch", "qwen2"},         {"sft.schedule", "cosine"},
+      {"trainer.lr_schedule", "constant"},  {"reward.function", "math"},
+      {"async_training.mode", "periodic"},  {"async_training.stale_policy", "drop"},
+      {"workload.lengths", "model"},        {"algorithm.adv_estimator", "grpo"},
+      {"algorithm.loss", "grpo"},           {"algorithm.prox_logp", "recompute"},
+      {"algorithm.loss_agg", "token-mean"}, {"trainer.precision", "float32"}};
+  for (const auto& [key, name] : want)
+    EXPECT_EQ(lc->schema.value(key), name) << key;
+}
+
+TEST(ConfigEnums, BadValueNamesTheKeyAndListsTheChoices) {
+  EXPECT_EQ(error_of("", {"async_training.mode=perodic"}),
+            "command line argument 'async_training.mode=perodic': key 'async_training.mode': "
+            "expected one of {sync, periodic, fully_async}, got 'perodic'");
+  auto msg = error_of("algorithm:\n  loss: grp\n");
+  EXPECT_TRUE(
+      contains(msg, "c.yaml:2: key 'algorithm.loss': expected one of {grpo, decoupled}, got 'grp'"))
+      << msg;
+  msg = error_of("algorithm:\n  loss_agg: token_mean\n");
+  EXPECT_TRUE(contains(msg,
+                       "c.yaml:2: key 'algorithm.loss_agg': expected one of {token-mean, "
+                       "seq-mean}, got 'token_mean'"))
+      << msg;
+  // The C++ spelling of a value is not a config spelling.
+  msg = error_of("", {"trainer.precision=f64"});
+  EXPECT_TRUE(contains(msg, "key 'trainer.precision': expected one of {float32, float64}")) << msg;
+  msg = error_of("workload:\n  lengths:\n");
+  EXPECT_TRUE(contains(msg,
+                       "c.yaml:2: key 'workload.lengths': has no value; expected one of "
+                       "{model, fixed, lognormal}"))
+      << msg;
+}
+
+TEST(ConfigEnums, DescribeListsTheNames) {
+  auto d = load_config("", {})->schema.describe();
+  EXPECT_TRUE(contains(d,
+                       "async_training.mode (one of {sync, periodic, fully_async}, "
+                       "'periodic'): sync: generate the whole batch"))
+      << d;
+  EXPECT_TRUE(contains(d, "algorithm.loss_agg (one of {token-mean, seq-mean}, 'token-mean')")) << d;
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ TEST(Advantages, ZeroVarianceGroupGetsZeroAndIsFlagged) {
   g.samples.resize(3);
   for (auto& s : g.samples)
     s.reward = 1.0;
-  EXPECT_FALSE(assign_advantages(g, "grpo", /*filter=*/true));
-  EXPECT_TRUE(assign_advantages(g, "grpo", /*filter=*/false));
+  EXPECT_FALSE(assign_advantages(g, advantage_estimator::grpo, /*filter=*/true));
+  EXPECT_TRUE(assign_advantages(g, advantage_estimator::grpo, /*filter=*/false));
   for (auto& s : g.samples)
     EXPECT_EQ(s.advantage, 0.0);
 }
@@ -131,7 +131,7 @@ TEST(Surrogate, ClipFractionsCountTheDualClipApart) {
   // (w = e^2 > 5) from both counts and from the kept-token denominator.
   in.logp_prox = in.logp_old;
   in.logp_behav = t1({-3, -1, -1, -1, -1, -1, -1});
-  cfg.loss = "decoupled";
+  cfg.loss = loss_kind::decoupled;
   cfg.imp_weight_cap = 5.0;
   auto sd = policy_loss(in, cfg).stats;
   EXPECT_EQ(sd.kept_tokens, 5.0);
@@ -216,7 +216,7 @@ TEST(Decoupled, OnPolicyLoglinearEqualsCoupled) {
     auto lp1 = base.clone().set_requires_grad(true);
     auto lp2 = base.clone().set_requires_grad(true);
     loss_config cc, dc;
-    dc.loss = "decoupled";
+    dc.loss = loss_kind::decoupled;
     loss_inputs a;
     a.logp = lp1, a.logp_old = behav, a.advantages = adv, a.mask = mask, a.norm = 11;
     loss_inputs b;
@@ -251,7 +251,7 @@ TEST(Decoupled, WeightCapMasksAndCounts) {
   in.logp = logp, in.logp_prox = prox, in.logp_behav = behav, in.advantages = adv;
   in.mask = at::ones({3}, at::kBool), in.norm = 3;
   loss_config c;
-  c.loss = "decoupled";
+  c.loss = loss_kind::decoupled;
   c.imp_weight_cap = 5.0;
   auto out = policy_loss(in, c);
   EXPECT_EQ(out.stats.tokens, 3);
@@ -264,15 +264,17 @@ TEST(Aggregate, TokenMeanAndSeqMeanWithAFullyMaskedRow) {
   auto x = t1({1, 2, 3, 4, 5, 6, 7, 8, 9}).view({3, 3});
   auto mask = at::tensor({1, 1, 0, 0, 0, 0, 1, 1, 1}, at::kInt).to(at::kBool).view({3, 3});
   // token-mean: (1 + 2 + 7 + 8 + 9) / norm; seq-mean: (1.5 + 0 + 8) / norm. No NaN from row 2.
-  EXPECT_DOUBLE_EQ(aggregate(x, mask, "token-mean", 5).item<double>(), 27.0 / 5);
-  EXPECT_DOUBLE_EQ(aggregate(x, mask, "seq-mean", 3).item<double>(), 9.5 / 3);
+  EXPECT_DOUBLE_EQ(aggregate(x, mask, loss_aggregation::token_mean, 5).item<double>(), 27.0 / 5);
+  EXPECT_DOUBLE_EQ(aggregate(x, mask, loss_aggregation::seq_mean, 3).item<double>(), 9.5 / 3);
   // Micro-batches scaled by the batch total add up to the full batch.
-  auto full = aggregate(x, mask, "token-mean", 5);
-  auto parts = aggregate(x.narrow(0, 0, 1), mask.narrow(0, 0, 1), "token-mean", 5) +
-               aggregate(x.narrow(0, 1, 2), mask.narrow(0, 1, 2), "token-mean", 5);
+  auto full = aggregate(x, mask, loss_aggregation::token_mean, 5);
+  auto parts = aggregate(x.narrow(0, 0, 1), mask.narrow(0, 0, 1), loss_aggregation::token_mean, 5) +
+               aggregate(x.narrow(0, 1, 2), mask.narrow(0, 1, 2), loss_aggregation::token_mean, 5);
   EXPECT_DOUBLE_EQ(full.item<double>(), parts.item<double>());
   // A fully masked micro-batch contributes exactly zero.
-  EXPECT_EQ(aggregate(x.narrow(0, 1, 1), mask.narrow(0, 1, 1), "seq-mean", 3).item<double>(), 0.0);
+  EXPECT_EQ(aggregate(x.narrow(0, 1, 1), mask.narrow(0, 1, 1), loss_aggregation::seq_mean, 3)
+                .item<double>(),
+            0.0);
 }
 
 TEST(PolicyLoss, WrongShapesAndEmptyBatchesAreClearErrors) {
@@ -306,8 +308,8 @@ TEST(PolicyLoss, GradientMatchesFiniteDifferences) {
   auto adv = at::randn({2, n / 2}, at::kDouble);
   auto mask = at::ones({2, n / 2}, at::kBool);
   mask[1][5] = false;
-  for (std::string loss : {"grpo", "decoupled"})
-    for (std::string agg : {"token-mean", "seq-mean"}) {
+  for (auto loss : {loss_kind::grpo, loss_kind::decoupled})
+    for (auto agg : {loss_aggregation::token_mean, loss_aggregation::seq_mean}) {
       loss_config c;
       c.loss = loss;
       c.kl_coef = 0.3;
@@ -316,7 +318,7 @@ TEST(PolicyLoss, GradientMatchesFiniteDifferences) {
         loss_inputs in;
         in.logp = lp, in.logp_old = old, in.logp_behav = old, in.advantages = adv;
         in.logp_prox = old + 0.01, in.logp_ref = ref, in.mask = mask;
-        in.norm = agg == "token-mean" ? 11 : 2;
+        in.norm = agg == loss_aggregation::token_mean ? 11 : 2;
         return policy_loss(in, c).loss;
       };
       auto lp = base.clone().set_requires_grad(true);
@@ -328,7 +330,8 @@ TEST(PolicyLoss, GradientMatchesFiniteDifferences) {
         plus.view(-1)[i] += h;
         minus.view(-1)[i] -= h;
         double fd = (f(plus).item<double>() - f(minus).item<double>()) / (2 * h);
-        EXPECT_NEAR(g.view(-1)[i].item<double>(), fd, 1e-8) << loss << " " << agg << " " << i;
+        EXPECT_NEAR(g.view(-1)[i].item<double>(), fd, 1e-8)
+            << to_string(loss) << " " << to_string(agg) << " " << i;
       }
     }
 }

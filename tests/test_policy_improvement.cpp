@@ -87,10 +87,10 @@ std::vector<double> log_likelihoods(CausalLMImpl& model, const std::vector<score
 // 1 / |y_i| for seq-mean. At ratio 1 (w = 1, no clipping) the surrogate's gradient is
 // -grad J / norm, so a correct step raises J to first order.
 double objective(const std::vector<double>& ll, const std::vector<double>& adv,
-                 const std::vector<scored_sample>& b, const std::string& agg) {
+                 const std::vector<scored_sample>& b, loss_aggregation agg) {
   double j = 0;
   for (size_t i = 0; i < b.size(); ++i)
-    j += adv[i] * ll[i] / (agg == "seq-mean" ? double(b[i].response.size()) : 1.0);
+    j += adv[i] * ll[i] / (agg == loss_aggregation::seq_mean ? double(b[i].response.size()) : 1.0);
   return j;
 }
 
@@ -104,14 +104,16 @@ std::vector<double> grpo_advantages() {
 
 enum class partition { whole, micro1, micro2_across_groups };
 
-using improvement_case = std::tuple<bool, partition, std::string, std::string, std::string>;
+// The loss axis is "grpo" (coupled) or a prox_logp name (the decoupled loss with it).
+using improvement_case =
+    std::tuple<bool, partition, std::string, loss_aggregation, train_precision>;
 
 trainer_settings settings_for(const improvement_case& c) {
   const auto& [shared, part, loss, agg, precision] = c;
   (void)part;
   trainer_settings st;
-  st.algorithm.loss = loss == "grpo" ? "grpo" : "decoupled";
-  st.algorithm.prox_logp = loss == "grpo" ? "recompute" : loss;
+  st.algorithm.loss = loss == "grpo" ? loss_kind::grpo : loss_kind::decoupled;
+  st.algorithm.prox_logp = loss == "grpo" ? prox_method::recompute : *parse_enum<prox_method>(loss);
   st.algorithm.loss_agg = agg;
   st.algorithm.kl_coef = 0.0;  // J is the pg objective alone
   st.trainer.shared_prompt_attention = shared;
@@ -152,7 +154,7 @@ struct step_result {
 step_result one_step(const improvement_case& c, std::vector<scored_sample> batch,
                      const std::vector<double>& adv) {
   const auto part = std::get<1>(c);
-  const bool f64 = std::get<4>(c) == "float64";
+  const bool f64 = std::get<4>(c) == train_precision::float64;
   policy_trainer t(fresh_policy(), settings_for(c));
   t.set_version(kVersion);
   std::vector<const scored_sample*> all;
@@ -197,7 +199,7 @@ class PolicyImprovement : public ::testing::TestWithParam<improvement_case> {};
 TEST_P(PolicyImprovement, OneStepRaisesTheAdvantageWeightedLikelihood) {
   const auto& c = GetParam();
   const auto& agg = std::get<3>(c);
-  const bool f64 = std::get<4>(c) == "float64";
+  const bool f64 = std::get<4>(c) == train_precision::float64;
   const auto batch = make_batch(17);
   const auto adv = grpo_advantages();
 
@@ -243,18 +245,19 @@ std::string case_name(const ::testing::TestParamInfo<improvement_case>& info) {
   const auto& [shared, part, loss, agg, precision] = info.param;
   const char* parts[] = {"whole", "micro1", "micro2x"};
   auto n = std::string(shared ? "shared_" : "plain_") + parts[static_cast<int>(part)] + "_" + loss +
-           "_" + agg + "_" + precision;
+           "_" + to_string(agg) + "_" + to_string(precision);
   std::replace(n.begin(), n.end(), '-', '_');
   return n;
 }
 
-INSTANTIATE_TEST_SUITE_P(Trainer, PolicyImprovement,
-                         ::testing::Combine(::testing::Bool(),
-                                            ::testing::Values(partition::whole, partition::micro1,
-                                                              partition::micro2_across_groups),
-                                            ::testing::Values("grpo", "recompute", "loglinear"),
-                                            ::testing::Values("token-mean", "seq-mean"),
-                                            ::testing::Values("float32", "float64")),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Trainer, PolicyImprovement,
+    ::testing::Combine(::testing::Bool(),
+                       ::testing::Values(partition::whole, partition::micro1,
+                                         partition::micro2_across_groups),
+                       ::testing::Values("grpo", "recompute", "loglinear"),
+                       ::testing::Values(loss_aggregation::token_mean, loss_aggregation::seq_mean),
+                       ::testing::Values(train_precision::float32, train_precision::float64)),
+    case_name);
 
 }  // namespace

@@ -57,10 +57,10 @@ std::vector<const scored_sample*> ptrs(const std::vector<scored_sample>& v) {
   return p;
 }
 
-trainer_settings settings(const std::string& loss, const std::string& agg = "token-mean") {
+trainer_settings settings(loss_kind loss, loss_aggregation agg = loss_aggregation::token_mean) {
   trainer_settings st;
   st.algorithm.loss = loss;
-  st.algorithm.prox_logp = "recompute";
+  st.algorithm.prox_logp = prox_method::recompute;
   st.algorithm.loss_agg = agg;
   st.algorithm.kl_coef = 0.05;
   st.trainer.lr = 1e-3;
@@ -115,10 +115,12 @@ std::vector<at::Tensor> one_update(const trainer_settings& st,
 }
 
 struct theorem_case {
-  std::string loss, agg, precision;
+  loss_kind loss;
+  loss_aggregation agg;
+  train_precision precision;
 };
 void PrintTo(const theorem_case& c, std::ostream* os) {
-  *os << c.loss << "/" << c.agg << "/" << c.precision;
+  *os << to_string(c.loss) << "/" << to_string(c.agg) << "/" << to_string(c.precision);
 }
 
 class TheoremOne : public ::testing::TestWithParam<theorem_case> {};
@@ -150,10 +152,11 @@ TEST_P(TheoremOne, AnyOrderAndPartitionGivesTheFullBatchUpdate) {
     worst = std::max(worst, max_abs_diff(one_update(st, samples, order, micro, &grad), full));
     worst_grad = std::max(worst_grad, max_abs_diff(grad, full_grad));
   }
-  std::cout << "[theorem1] " << loss << "/" << agg << "/" << precision << " max |grad| " << gmax
-            << ", max |grad diff| " << worst_grad << ", max |param diff| " << worst << "\n";
+  std::cout << "[theorem1] " << to_string(loss) << "/" << to_string(agg) << "/"
+            << to_string(precision) << " max |grad| " << gmax << ", max |grad diff| " << worst_grad
+            << ", max |param diff| " << worst << "\n";
   EXPECT_LE(worst_grad, 1e-6);
-  if (precision == "float64") {
+  if (precision == train_precision::float64) {
     EXPECT_LE(worst_grad, 1e-12);
     EXPECT_LE(worst, 1e-6);
   }
@@ -178,19 +181,21 @@ TEST_P(TheoremOne, AnyOrderAndPartitionGivesTheFullBatchUpdate) {
   EXPECT_TRUE(bitwise_equal(snapshot(a.policy()), snapshot(b.policy())));
 }
 
-INSTANTIATE_TEST_SUITE_P(Losses, TheoremOne,
-                         ::testing::Values(theorem_case{"grpo", "token-mean", "float32"},
-                                           theorem_case{"decoupled", "token-mean", "float32"},
-                                           theorem_case{"grpo", "seq-mean", "float32"},
-                                           theorem_case{"grpo", "token-mean", "float64"},
-                                           theorem_case{"decoupled", "token-mean", "float64"},
-                                           theorem_case{"grpo", "seq-mean", "float64"}),
-                         [](const auto& info) {
-                           auto n =
-                               info.param.loss + "_" + info.param.agg + "_" + info.param.precision;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Losses, TheoremOne,
+    ::testing::Values(
+        theorem_case{loss_kind::grpo, loss_aggregation::token_mean, train_precision::float32},
+        theorem_case{loss_kind::decoupled, loss_aggregation::token_mean, train_precision::float32},
+        theorem_case{loss_kind::grpo, loss_aggregation::seq_mean, train_precision::float32},
+        theorem_case{loss_kind::grpo, loss_aggregation::token_mean, train_precision::float64},
+        theorem_case{loss_kind::decoupled, loss_aggregation::token_mean, train_precision::float64},
+        theorem_case{loss_kind::grpo, loss_aggregation::seq_mean, train_precision::float64}),
+    [](const auto& info) {
+      auto n = std::string(to_string(info.param.loss)) + "_" + to_string(info.param.agg) + "_" +
+               to_string(info.param.precision);
+      std::replace(n.begin(), n.end(), '-', '_');
+      return n;
+    });
 
 TEST(SharedPrompt, PackedLogprobsAndGradientsEqualUnpacked) {
   auto samples = make_samples(3, 5, 21);
@@ -236,7 +241,7 @@ TEST(SharedPrompt, PackedLogprobsAndGradientsEqualUnpacked) {
 
 TEST(SharedPrompt, TrainerUpdateMatchesUnpacked) {
   auto samples = make_samples(4, 4, 5);
-  auto st = settings("grpo");
+  auto st = settings(loss_kind::grpo);
   std::vector<size_t> order(samples.size());
   std::iota(order.begin(), order.end(), 0);
   auto plain = one_update(st, samples, order, 8);
@@ -277,7 +282,7 @@ TEST(TriModel, RolloutAndTrainerLogprobsAgreeForTheSameWeights) {
       samples.push_back(s);
     }
     for (bool packed : {false, true}) {
-      auto st = settings("decoupled");
+      auto st = settings(loss_kind::decoupled);
       st.temperature = T;
       st.trainer.shared_prompt_attention = packed;
       policy_trainer t(policy, st);
@@ -293,7 +298,7 @@ TEST(TriModel, RolloutAndTrainerLogprobsAgreeForTheSameWeights) {
 }
 
 TEST(TriModel, OldStaysAtTheBatchStartAndReferenceAtTheInitialWeights) {
-  auto st = settings("grpo");
+  auto st = settings(loss_kind::grpo);
   policy_trainer t(fresh_policy(), st);
   auto initial = snapshot(t.policy());
   auto samples = make_samples(2, 3, 3);
@@ -319,7 +324,7 @@ TEST(TriModel, OldStaysAtTheBatchStartAndReferenceAtTheInitialWeights) {
 }
 
 TEST(Safety, NonFiniteStepIsSkippedLeavingWeightsAndOptimizerUntouched) {
-  auto st = settings("grpo");
+  auto st = settings(loss_kind::grpo);
   auto samples = make_samples(2, 3, 4);
   auto bad = samples;
   bad[1].advantage = std::nan("");
@@ -345,7 +350,7 @@ TEST(Safety, NonFiniteStepIsSkippedLeavingWeightsAndOptimizerUntouched) {
 }
 
 TEST(Safety, BadInputIsAClearError) {
-  policy_trainer t(fresh_policy(), settings("decoupled"));
+  policy_trainer t(fresh_policy(), settings(loss_kind::decoupled));
   auto future = make_samples(1, 2, 5, /*version=*/3);
   try {
     t.accumulate(ptrs(future));
@@ -361,7 +366,7 @@ TEST(Safety, BadInputIsAClearError) {
 // the trainer: ratios are set by hand through the behaviour log-probs (use_rollout_logprobs),
 // and both fractions are over the step's kept tokens.
 TEST(Metrics, ClipFractionsCountTheDualClipApart) {
-  auto st = settings("grpo");
+  auto st = settings(loss_kind::grpo);
   st.algorithm.use_rollout_logprobs = true;  // logp_old = behaviour: r = exp(logp - behav)
   st.algorithm.kl_coef = 0.0;
   policy_trainer t(fresh_policy(), st);
@@ -451,7 +456,7 @@ double excess(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b
   return worst;
 }
 
-class LoglinearPrecision : public ::testing::TestWithParam<std::string> {};
+class LoglinearPrecision : public ::testing::TestWithParam<train_precision> {};
 
 // The trainer's gradient with prox_logp = loglinear against one built by hand: a plain
 // forward, alpha_t = 0 (d_t = 0) or 1 / d_t per TOKEN of a partial rollout, the decoupled
@@ -460,9 +465,9 @@ class LoglinearPrecision : public ::testing::TestWithParam<std::string> {};
 // on alpha: a per-sample d (every token gets the sample's max d) gives a very different
 // gradient, which the last assertion checks so this test cannot pass with per-sample d.
 TEST_P(LoglinearPrecision, TrainerUsesPerTokenVersionsOfPartialRollouts) {
-  const bool f64 = GetParam() == "float64";
-  auto st = settings("decoupled");
-  st.algorithm.prox_logp = "loglinear";
+  const bool f64 = GetParam() == train_precision::float64;
+  auto st = settings(loss_kind::decoupled);
+  st.algorithm.prox_logp = prox_method::loglinear;
   st.algorithm.kl_coef = 0.0;
   st.trainer.precision = GetParam();
   policy_trainer t(fresh_policy(), st);
@@ -514,8 +519,9 @@ TEST_P(LoglinearPrecision, TrainerUsesPerTokenVersionsOfPartialRollouts) {
   const double rtol = f64 ? 1e-10 : 1e-5, atol = f64 ? 1e-13 : 1e-5;
   EXPECT_LE(excess(got, want, rtol), atol);
   const double gap = max_abs_diff(per_sample, want);
-  std::cout << "[loglinear] " << GetParam() << " per-token vs per-sample max |grad diff| " << gap
-            << ", trainer vs per-token " << max_abs_diff(got, want) << "\n";
+  std::cout << "[loglinear] " << to_string(GetParam())
+            << " per-token vs per-sample max |grad diff| " << gap << ", trainer vs per-token "
+            << max_abs_diff(got, want) << "\n";
   double gmax = 0;
   for (auto& w : want)
     gmax = std::max(gmax, w.abs().max().item<double>());
@@ -526,16 +532,17 @@ TEST_P(LoglinearPrecision, TrainerUsesPerTokenVersionsOfPartialRollouts) {
   EXPECT_FALSE(u.skipped);
 }
 
-INSTANTIATE_TEST_SUITE_P(Loglinear, LoglinearPrecision, ::testing::Values("float32", "float64"));
+INSTANTIATE_TEST_SUITE_P(Loglinear, LoglinearPrecision,
+                         ::testing::Values(train_precision::float32, train_precision::float64));
 
 // A float64 trainer stays float64 end to end: the pending gradient and two AdamW updates match
 // a float64 reference (plain forward, coupled loss at ratio 1, AdamW written out by hand) to
 // ~1e-12. Catches advantages rounded to float32 on the way into the loss, gradients cast to
 // float32 before the step, and a gradient of one step leaking into the next.
 TEST(Float64, GradientAndUpdatesMatchAFloat64Reference) {
-  auto st = settings("grpo");
+  auto st = settings(loss_kind::grpo);
   st.algorithm.kl_coef = 0.0;
-  st.trainer.precision = "float64";
+  st.trainer.precision = train_precision::float64;
   st.trainer.lr = 1e-2;
   st.trainer.grad_clip = 1.0;
   auto samples = make_samples(2, 3, 8);  // advantages are doubles with no float32 copy
@@ -588,7 +595,7 @@ TEST(Float64, GradientAndUpdatesMatchAFloat64Reference) {
 // left in the parameters' .grad by step() and added into the next mini-batch.
 TEST(Accumulation, EachStepStartsFromZeroGradients) {
   for (bool deterministic : {true, false}) {
-    auto st = settings("grpo");
+    auto st = settings(loss_kind::grpo);
     st.algorithm.kl_coef = 0.0;  // the fresh trainer's reference is other weights
     st.trainer.deterministic_accumulation = deterministic;
     auto a_batch = make_samples(2, 3, 12), b_batch = make_samples(2, 3, 13);

@@ -126,7 +126,7 @@ TEST(Simulator, TrainerPaysForPaddingToTheLongestResponseInAMicroBatch) {
                              "rollout.max_new_tokens=64",  "simulate.train_per_token_ms=1",
                              "simulate.train_step_ms=0",   "trainer.micro_batch_size=4"};
   workload_section w;
-  w.lengths = "lognormal";
+  w.lengths = workload_lengths::lognormal;
   w.median = 8;
   w.sigma = 1;
   w.max = 64;

@@ -8,7 +8,7 @@ namespace asyncrl::test {
 
 inline model_config tiny_model_config(int64_t vocab = 23) {
   model_config c;
-  c.model_type = "qwen2";
+  c.model_type = model_arch::qwen2;
   c.vocab_size = vocab;
   c.hidden_size = 32;
   c.intermediate_size = 64;

@@ -94,7 +94,7 @@ nlohmann::ordered_json sft_line(const sft_report& r) {
 }
 
 nlohmann::ordered_json simulate_line(const sim_params& p, const sim_result& r, bool per_step) {
-  nlohmann::ordered_json j{{"mode", p.plan.mode},
+  nlohmann::ordered_json j{{"mode", to_string(p.plan.mode)},
                            {"rollout_devices", p.rollout_devices},
                            {"train_devices", p.train_devices},
                            {"colocated", p.colocated},

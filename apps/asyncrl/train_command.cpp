@@ -110,7 +110,7 @@ int run_train_command(const loaded_config& lc) {
   auto policy = load_or_init_policy(cfg, run.device);
   check_lengths(run.data, *policy.tokenizer, cfg, policy.config);
   spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
-               cfg.async_training.mode, cfg.data.train_batch_size, cfg.rollout.n,
+               to_string(cfg.async_training.mode), cfg.data.train_batch_size, cfg.rollout.n,
                cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());
 
   train_outcome out;

@@ -11,8 +11,8 @@ namespace {
 void bind_model(config_schema& s, model_section& model) {
   auto& mi = model.init;
   s.add("model.path", &model.path, "starting model directory (HF layout); empty = fresh init");
-  s.add_choice("model.init.arch", &mi.arch, {"qwen2", "llama"},
-               "architecture of a fresh model: qwen2 has q/k/v biases, llama has none");
+  s.add_enum("model.init.arch", &mi.arch,
+             "architecture of a fresh model: qwen2 has q/k/v biases, llama has none");
   s.add("model.init.hidden_size", &mi.hidden_size, "hidden width", positive_int());
   s.add("model.init.intermediate_size", &mi.intermediate_size, "MLP width", positive_int());
   s.add("model.init.num_hidden_layers", &mi.num_hidden_layers, "decoder layers", positive_int());
@@ -60,8 +60,7 @@ void bind_sft(config_schema& s, sft_section& sft) {
   s.add("sft.weight_decay", &sft.weight_decay, "AdamW weight decay", non_negative());
   s.add("sft.grad_clip", &sft.grad_clip, "global grad-norm clip; 0 = off", non_negative());
   s.add("sft.warmup_steps", &sft.warmup_steps, "linear warmup steps", non_negative_int());
-  s.add_choice("sft.schedule", &sft.schedule, {"constant", "warmup", "cosine"},
-               "learning-rate schedule");
+  s.add_enum("sft.schedule", &sft.schedule, "learning-rate schedule");
   s.add("sft.log_every", &sft.log_every, "steps between log lines", positive_int());
   s.add("sft.stop_at_accuracy", &sft.stop_at_accuracy,
         "stop once greedy accuracy on sft.val_size held-out training examples reaches this "
@@ -103,17 +102,17 @@ void bind_reward(config_schema& s, reward_section& reward) {
   s.add("reward.inject_hang_every", &reward.inject_hang_every,
         "fault injection: every n-th response's scoring misses its timeout; 0 = off",
         non_negative_int());
-  s.add_choice("reward.function", &reward.function, {"math", "prefix"},
-               "math: the final answer against the ground truth; prefix: 1 iff the response "
-               "starts with reward.prefix (a bandit with a known optimum, for tests)");
+  s.add_enum("reward.function", &reward.function,
+             "math: the final answer against the ground truth; prefix: 1 iff the response "
+             "starts with reward.prefix (a bandit with a known optimum, for tests)");
   s.add("reward.prefix", &reward.prefix, "reward.function=prefix: the rewarded start");
 }
 
 void bind_async_training(config_schema& s, async_section& async_training) {
   auto& at = async_training;
-  s.add_choice("async_training.mode", &at.mode, {"sync", "periodic", "fully_async"},
-               "sync: generate the whole batch, then train; periodic: train on groups as they "
-               "arrive, one update per batch; fully_async: streaming with a staleness bound");
+  s.add_enum("async_training.mode", &at.mode,
+             "sync: generate the whole batch, then train; periodic: train on groups as they "
+             "arrive, one update per batch; fully_async: streaming with a staleness bound");
   s.add("async_training.colocate", &at.colocate,
         "sync mode: generation and training each use every core, in turn");
   s.add("async_training.staleness_threshold", &at.staleness_threshold,
@@ -126,8 +125,8 @@ void bind_async_training(config_schema& s, async_section& async_training) {
         "interrupt generation at a sync and resume it under the new weights (needs s > 0)");
   s.add("async_training.max_staleness", &at.max_staleness,
         "eta of AReaL: admission and delivery bound on staleness; -1 = off", int_at_least(-1));
-  s.add_choice("async_training.stale_policy", &at.stale_policy, {"drop", "regenerate"},
-               "a group over eta at delivery is dropped, or its prompt is generated again");
+  s.add_enum("async_training.stale_policy", &at.stale_policy,
+             "a group over eta at delivery is dropped, or its prompt is generated again");
   s.add("async_training.queue_capacity", &at.queue_capacity,
         "groups admitted and not yet trained; 0 = (1 + s) * k * R + 2 * R", non_negative_int());
   s.add("async_training.sync_timeout_ms", &at.sync_timeout_ms,
@@ -139,8 +138,8 @@ void bind_async_training(config_schema& s, async_section& async_training) {
 }
 
 void bind_workload(config_schema& s, workload_section& workload) {
-  s.add_choice("workload.lengths", &workload.lengths, {"model", "fixed", "lognormal"},
-               "response lengths: the model's EOS, or forced from a distribution (benchmarks)");
+  s.add_enum("workload.lengths", &workload.lengths,
+             "response lengths: the model's EOS, or forced from a distribution (benchmarks)");
   s.add("workload.median", &workload.median, "fixed length, or the lognormal's median",
         positive_int());
   s.add("workload.sigma", &workload.sigma, "lognormal spread of log length (~1 = long tail)",
@@ -186,14 +185,14 @@ void bind_eval(config_schema& s, eval_section& eval) {
 
 void bind_algorithm(config_schema& s, algorithm_section& algorithm) {
   auto& al = algorithm;
-  s.add_choice("algorithm.adv_estimator", &al.adv_estimator, {"grpo", "drgrpo"},
-               "grpo: (r - mean) / (std + 1e-6) per group; drgrpo: r - mean");
+  s.add_enum("algorithm.adv_estimator", &al.adv_estimator,
+             "grpo: (r - mean) / (std + 1e-6) per group; drgrpo: r - mean");
   s.add("algorithm.filter_groups", &al.filter_groups,
         "skip groups whose rewards are all equal (counted in filtered_groups)");
-  s.add_choice("algorithm.loss", &al.loss, {"grpo", "decoupled"},
-               "grpo: coupled PPO clip; decoupled: AReaL's behaviour/proximal split");
-  s.add_choice("algorithm.prox_logp", &al.prox_logp, {"recompute", "loglinear"},
-               "decoupled proximal log-probs: a forward pass, or A-3PO's interpolation");
+  s.add_enum("algorithm.loss", &al.loss,
+             "grpo: coupled PPO clip; decoupled: AReaL's behaviour/proximal split");
+  s.add_enum("algorithm.prox_logp", &al.prox_logp,
+             "decoupled proximal log-probs: a forward pass, or A-3PO's interpolation");
   s.add("algorithm.use_rollout_logprobs", &al.use_rollout_logprobs,
         "coupled loss: take logp_old from the rollout instead of an old-policy forward");
   s.add("algorithm.clip_eps_low", &al.clip_eps_low, "ratio clip below: 1 - eps_low",
@@ -207,8 +206,8 @@ void bind_algorithm(config_schema& s, algorithm_section& algorithm) {
   s.add("algorithm.kl_coef", &al.kl_coef, "beta of the k3 KL penalty", non_negative());
   s.add("algorithm.imp_weight_cap", &al.imp_weight_cap,
         "decoupled: mask tokens whose behaviour weight exceeds this; 0 = off", non_negative());
-  s.add_choice("algorithm.loss_agg", &al.loss_agg, {"token-mean", "seq-mean"},
-               "token-mean over the whole batch, or the mean of per-sequence means");
+  s.add_enum("algorithm.loss_agg", &al.loss_agg,
+             "token-mean over the whole batch, or the mean of per-sequence means");
 }
 
 void bind_trainer(config_schema& s, trainer_section& trainer) {
@@ -226,16 +225,15 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
         "pack each prompt with its responses into one sequence");
   s.add("trainer.deterministic_accumulation", &tr.deterministic_accumulation,
         "accumulate gradients in float64 so that arrival order does not change the result");
-  s.add_choice("trainer.precision", &tr.precision, {"float32", "float64"},
-               "the trainer's weights and arithmetic; float64 makes updates independent of the "
-               "micro-batch partition to ~1e-12 (rollouts always run float32)");
+  s.add_enum("trainer.precision", &tr.precision,
+             "the trainer's weights and arithmetic; float64 makes updates independent of the "
+             "micro-batch partition to ~1e-12 (rollouts always run float32)");
   s.add("trainer.compute_ref", &tr.compute_ref,
         "run the reference model for the kl metric even when kl_coef is 0");
   s.add("trainer.lr", &tr.lr, "peak learning rate", positive());
   s.add("trainer.min_lr_ratio", &tr.min_lr_ratio, "final lr as a share of peak (cosine)",
         in_range(0, 1));
-  s.add_choice("trainer.lr_schedule", &tr.lr_schedule, {"constant", "warmup", "cosine"},
-               "learning-rate schedule");
+  s.add_enum("trainer.lr_schedule", &tr.lr_schedule, "learning-rate schedule");
   s.add("trainer.warmup_steps", &tr.warmup_steps, "linear warmup steps", non_negative_int());
   s.add("trainer.weight_decay", &tr.weight_decay, "AdamW weight decay", non_negative());
   s.add("trainer.beta1", &tr.beta1, "Adam beta1", in_range(0, 0.999999));
@@ -308,21 +306,22 @@ void cross_check(const loaded_config& lc) {
     fail("async_training.partial_rollout",
          "needs async_training.staleness_threshold > 0 (verl: partial rollout only takes effect "
          "with stale samples)");
-  if (at.mode != "fully_async" && (at.staleness_threshold > 0 || at.partial_rollout))
+  if (at.mode != async_mode::fully_async && (at.staleness_threshold > 0 || at.partial_rollout))
     fail(s.origin("async_training.staleness_threshold").where == "default"
              ? "async_training.partial_rollout"
              : "async_training.staleness_threshold",
          "only applies to async_training.mode=fully_async (sync and periodic are on-policy)");
   const int64_t mini =
       c.trainer.ppo_mini_batch_size > 0 ? c.trainer.ppo_mini_batch_size : c.data.train_batch_size;
-  if (at.mode != "fully_async" && c.data.train_batch_size % mini != 0)
+  if (at.mode != async_mode::fully_async && c.data.train_batch_size % mini != 0)
     fail("trainer.ppo_mini_batch_size",
          "must divide data.train_batch_size (" + std::to_string(c.data.train_batch_size) + ")");
   // Within one sync window the j-th optimizer step trains on groups generated j steps ago; a
   // bound eta below the window's last step drops (or regenerates, just as stale) every group of
   // that step, forever.
   const int64_t window_steps = at.require_batches * at.trigger_parameter_sync_step;
-  if (at.mode == "fully_async" && at.max_staleness >= 0 && at.max_staleness < window_steps - 1)
+  if (at.mode == async_mode::fully_async && at.max_staleness >= 0 &&
+      at.max_staleness < window_steps - 1)
     fail("async_training.max_staleness",
          "must be >= async_training.require_batches * trigger_parameter_sync_step - 1 (" +
              std::to_string(window_steps - 1) +
@@ -330,16 +329,17 @@ void cross_check(const loaded_config& lc) {
              "smaller eta drops every one of them and the run cannot progress");
   // The trainer waits for a whole batch (sync) or a whole local update (require_batches > 1):
   // a queue that cannot hold it never fills.
-  const int64_t whole = at.mode == "sync" ? c.data.train_batch_size
-                        : at.mode == "fully_async" && at.require_batches > 1
+  const int64_t whole = at.mode == async_mode::sync ? c.data.train_batch_size
+                        : at.mode == async_mode::fully_async && at.require_batches > 1
                             ? at.require_batches * mini
                             : 1;
   if (at.queue_capacity > 0 && at.queue_capacity < whole)
     fail("async_training.queue_capacity",
          "must be 0 (automatic) or >= " + std::to_string(whole) +
-             (at.mode == "sync" ? " (data.train_batch_size: sync trains on whole batches)"
-                                : " (require_batches * ppo_mini_batch_size: one local update)"));
-  if (c.reward.function == "prefix" && c.reward.prefix.empty())
+             (at.mode == async_mode::sync
+                  ? " (data.train_batch_size: sync trains on whole batches)"
+                  : " (require_batches * ppo_mini_batch_size: one local update)"));
+  if (c.reward.function == reward_function::prefix && c.reward.prefix.empty())
     fail("reward.prefix", "must not be empty with reward.function=prefix");
 }
 
@@ -348,7 +348,8 @@ void cross_check(const loaded_config& lc) {
 // own log-probs become the behaviour policy; an explicit `false` is refused.
 void resolve_defaults(loaded_config& lc) {
   auto& c = lc.cfg;
-  if (c.async_training.mode != "fully_async" || c.algorithm.loss != "grpo") return;
+  if (c.async_training.mode != async_mode::fully_async || c.algorithm.loss != loss_kind::grpo)
+    return;
   const auto& origin = lc.schema.origin("algorithm.use_rollout_logprobs");
   if (origin.where != "default" && !c.algorithm.use_rollout_logprobs)
     throw config_error(

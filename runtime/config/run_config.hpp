@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/modes.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/scheduling/workload.hpp"
 
@@ -11,7 +12,7 @@ namespace asyncrl {
 
 /// Architecture of a freshly initialised policy (used when model.path is empty).
 struct model_init_config {
-  std::string arch = "qwen2";  // qwen2 (q/k/v biases) or llama (none)
+  model_arch arch = model_arch::qwen2;
   int64_t hidden_size = 128;
   int64_t intermediate_size = 384;
   int64_t num_hidden_layers = 4;
@@ -57,7 +58,7 @@ struct sft_section {
   double weight_decay = 0.01;
   double grad_clip = 1.0;
   int64_t warmup_steps = 20;
-  std::string schedule = "cosine";
+  lr_schedule_kind schedule = lr_schedule_kind::cosine;
   int64_t log_every = 25;
   // Stop early once the greedy accuracy on a held-out slice of the training split reaches this
   // (0 = off): the warm-start then has the same strength on every machine, whatever its BLAS.
@@ -86,20 +87,20 @@ struct reward_section {
   bool detached_workers = false;   // a thread per worker, for reward functions that block
   int64_t inject_throw_every = 0;  // fault injection: every n-th response (by uid) throws
   int64_t inject_hang_every = 0;   // fault injection: every n-th response never answers in time
-  std::string function = "math";   // math (final answer vs ground truth) or prefix (a bandit)
-  std::string prefix;              // prefix: the string a rewarded response starts with
+  reward_function function = reward_function::math;
+  std::string prefix;  // prefix: the string a rewarded response starts with
 };
 
 /// Scheduling of generation and training (seed 000 Algorithm 1, seed 003, seed 004).
 struct async_section {
-  std::string mode = "periodic";            // sync, periodic or fully_async
+  async_mode mode = async_mode::periodic;
   bool colocate = true;                     // sync: both phases use every core, in turn
   double staleness_threshold = 0.0;         // s
   int64_t trigger_parameter_sync_step = 1;  // k
   int64_t require_batches = 1;
   bool partial_rollout = false;
-  int64_t max_staleness = -1;         // eta; -1 = off
-  std::string stale_policy = "drop";  // drop or regenerate a group over eta at delivery
+  int64_t max_staleness = -1;                      // eta; -1 = off
+  stale_action stale_policy = stale_action::drop;  // a group over eta at delivery
   int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
   int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
   int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)
@@ -114,17 +115,17 @@ struct eval_section {
 
 /// The RL objective: advantages, policy loss and the proximal policy (seed 000, 001, 004).
 struct algorithm_section {
-  std::string adv_estimator = "grpo";   // grpo: (r - mean) / (std + 1e-6); drgrpo: r - mean
-  bool filter_groups = false;           // skip groups whose rewards are all equal (counted)
-  std::string loss = "grpo";            // grpo (coupled PPO clip) or decoupled (AReaL)
-  std::string prox_logp = "recompute";  // decoupled: recompute (forward pass) or loglinear (A-3PO)
-  bool use_rollout_logprobs = false;    // coupled: logp_old from the rollout instead of a forward
+  advantage_estimator adv_estimator = advantage_estimator::grpo;
+  bool filter_groups = false;  // skip groups whose rewards are all equal (counted)
+  loss_kind loss = loss_kind::grpo;
+  prox_method prox_logp = prox_method::recompute;  // decoupled only
+  bool use_rollout_logprobs = false;  // coupled: logp_old from the rollout instead of a forward
   double clip_eps_low = 0.2;
   double clip_eps_high = 0.2;
-  double dual_clip_c = 3.0;             // 0 = off
-  double kl_coef = 0.0;                 // beta of the k3 KL penalty against the reference
-  double imp_weight_cap = 0.0;          // decoupled: mask tokens with w above this; 0 = off
-  std::string loss_agg = "token-mean";  // token-mean over the whole batch, or seq-mean
+  double dual_clip_c = 3.0;     // 0 = off
+  double kl_coef = 0.0;         // beta of the k3 KL penalty against the reference
+  double imp_weight_cap = 0.0;  // decoupled: mask tokens with w above this; 0 = off
+  loss_aggregation loss_agg = loss_aggregation::token_mean;
 };
 
 /// The optimizer and how a batch is cut into micro-batches and mini-batches.
@@ -134,11 +135,11 @@ struct trainer_section {
   int64_t ppo_mini_batch_size = 0;  // prompts (groups) per optimizer step; 0 = the whole batch
   bool shared_prompt_attention = false;
   bool deterministic_accumulation = true;  // float64 gradient buffers
-  std::string precision = "float32";       // float64: the trainer's weights and math in float64
+  train_precision precision = train_precision::float32;
   bool compute_ref = true;  // reference forward for the kl metric even when kl_coef = 0
   double lr = 1e-4;
   double min_lr_ratio = 0.0;
-  std::string lr_schedule = "constant";  // constant, warmup, cosine
+  lr_schedule_kind lr_schedule = lr_schedule_kind::constant;
   int64_t warmup_steps = 0;
   double weight_decay = 0.0;
   double beta1 = 0.9;

@@ -67,9 +67,11 @@ model_config model_config::load(const std::string& path) {
   model_config c;
   auto type = j.find("model_type");
   if (type == j.end() || !type->is_string()) fail(path, "model_type", "missing or not a string");
-  c.model_type = type->get<std::string>();
-  if (c.model_type != "qwen2" && c.model_type != "llama")
-    fail(path, "model_type", "unsupported '" + c.model_type + "' (expected qwen2 or llama)");
+  auto arch = parse_enum<model_arch>(type->get<std::string>());
+  if (!arch)
+    fail(path, "model_type",
+         "unsupported '" + type->get<std::string>() + "' (expected qwen2 or llama)");
+  c.model_type = *arch;
   c.vocab_size = get_int(j, path, "vocab_size", true, 0);
   c.hidden_size = get_int(j, path, "hidden_size", true, 0);
   c.intermediate_size = get_int(j, path, "intermediate_size", true, 0);
@@ -82,7 +84,8 @@ model_config model_config::load(const std::string& path) {
   c.rms_norm_eps = get_num(j, path, "rms_norm_eps", 1e-6);
   c.rope_theta = get_num(j, path, "rope_theta", 10000.0);
   c.tie_word_embeddings = get_bool(j, path, "tie_word_embeddings", false);
-  c.attention_bias = c.model_type == "qwen2" ? true : get_bool(j, path, "attention_bias", false);
+  c.attention_bias =
+      c.model_type == model_arch::qwen2 ? true : get_bool(j, path, "attention_bias", false);
   c.bos_token_id = get_token_id(j, path, "bos_token_id");
   c.eos_token_id = get_token_id(j, path, "eos_token_id");
   c.validate(path);
@@ -112,8 +115,8 @@ void model_config::validate(const std::string& src) const {
 
 void model_config::save(const std::string& path) const {
   nlohmann::ordered_json j;
-  j["architectures"] = {model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
-  j["model_type"] = model_type;
+  j["architectures"] = {model_type == model_arch::qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = to_string(model_type);
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["intermediate_size"] = intermediate_size;
@@ -125,7 +128,7 @@ void model_config::save(const std::string& path) const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   j["tie_word_embeddings"] = tie_word_embeddings;
-  if (model_type == "llama") j["attention_bias"] = attention_bias;
+  if (model_type == model_arch::llama) j["attention_bias"] = attention_bias;
   j["hidden_act"] = "silu";
   j["torch_dtype"] = "float32";
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
@@ -155,7 +158,7 @@ model_config model_config::from_init(const model_init_config& init, int64_t voca
   c.rms_norm_eps = init.rms_norm_eps;
   c.rope_theta = init.rope_theta;
   c.tie_word_embeddings = init.tie_word_embeddings;
-  c.attention_bias = init.arch == "qwen2";
+  c.attention_bias = init.arch == model_arch::qwen2;
   c.bos_token_id = bos_id;
   c.eos_token_id = eos_id;
   c.validate("model.init");

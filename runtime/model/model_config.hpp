@@ -3,13 +3,15 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/config/modes.hpp"
+
 namespace asyncrl {
 
 struct model_init_config;
 
 /// The architecture fields of a Hugging Face `config.json` for Qwen2 or Llama models.
 struct model_config {
-  std::string model_type = "qwen2";  // "qwen2" or "llama"
+  model_arch model_type = model_arch::qwen2;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

@@ -13,22 +13,22 @@ schedule_plan make_schedule(const run_config& cfg) {
   p.group_size = cfg.rollout.n;
   p.groups_per_step = cfg.trainer.ppo_mini_batch_size > 0 ? cfg.trainer.ppo_mini_batch_size
                                                           : cfg.data.train_batch_size;
-  if (at.mode == "fully_async") {
+  if (at.mode == async_mode::fully_async) {
     p.steps_per_sync = at.require_batches * at.trigger_parameter_sync_step;
     p.old_per_step = true;
     p.steps_per_update = at.require_batches;
     p.partial_rollout = at.partial_rollout;
   } else {
     p.steps_per_sync = cfg.data.train_batch_size / p.groups_per_step;
-    p.wait_for_batch = at.mode == "sync";
+    p.wait_for_batch = at.mode == async_mode::sync;
   }
   p.groups_per_sync = p.groups_per_step * p.steps_per_sync;
   p.total_steps = cfg.trainer.total_steps;
   auto& a = p.admission;
   a.window = p.groups_per_sync;
-  a.staleness_threshold = at.mode == "fully_async" ? at.staleness_threshold : 0.0;
+  a.staleness_threshold = at.mode == async_mode::fully_async ? at.staleness_threshold : 0.0;
   a.consumer_batch = p.groups_per_step;
-  a.max_staleness = at.mode == "fully_async" ? at.max_staleness : -1;
+  a.max_staleness = at.mode == async_mode::fully_async ? at.max_staleness : -1;
   a.capacity = at.queue_capacity > 0
                    ? at.queue_capacity
                    : static_cast<int64_t>(std::ceil((1.0 + a.staleness_threshold) * a.window)) +

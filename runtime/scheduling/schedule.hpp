@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/config/modes.hpp"
 #include "runtime/scheduling/admission.hpp"
 
 namespace asyncrl {
@@ -13,7 +14,7 @@ namespace asyncrl {
 struct run_config;
 
 struct schedule_plan {
-  std::string mode;             // sync, periodic, fully_async
+  async_mode mode = async_mode::periodic;
   int64_t group_size = 1;       // G
   int64_t groups_per_step = 1;  // ppo_mini_batch_size prompts per optimizer step
   int64_t steps_per_sync = 1;   // sync/periodic: B / mini; fully_async: require_batches * k

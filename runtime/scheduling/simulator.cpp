@@ -90,7 +90,8 @@ class model {
   void push(double t, ev type, int64_t a) { events_.push({t, order_++, type, a}); }
 
   int32_t length_of(uint64_t group, uint32_t k) const {
-    if (p_.workload.lengths == "model") return static_cast<int32_t>(p_.workload.median);
+    if (p_.workload.lengths == workload_lengths::model)
+      return static_cast<int32_t>(p_.workload.median);
     return workload_length(p_.workload, p_.seed, group, k);
   }
 
@@ -448,7 +449,7 @@ class model {
 sim_result simulate(const sim_params& p) {
   if (p.rollout_devices <= 0 || p.train_devices <= 0 || p.slots <= 0 || p.chunk_tokens <= 0)
     throw std::invalid_argument("simulate: devices, slots and chunk_tokens must be > 0");
-  if (p.colocated && p.plan.mode != "sync")
+  if (p.colocated && p.plan.mode != async_mode::sync)
     throw std::invalid_argument("simulate: colocated only applies to sync mode");
   return model(p).run();
 }
@@ -484,7 +485,7 @@ sim_params sim_params_from(const run_config& cfg) {
   c.reward_ms = s.reward_ms;
   c.train_scaling = s.train_scaling;
   const int64_t total = s.devices > 0 ? s.devices : s.rollout_devices + s.train_devices;
-  p.colocated = cfg.async_training.mode == "sync" && cfg.async_training.colocate;
+  p.colocated = cfg.async_training.mode == async_mode::sync && cfg.async_training.colocate;
   if (p.colocated) {
     p.rollout_devices = total;  // every device generates, then every device trains
     p.train_devices = total;

@@ -9,7 +9,7 @@ namespace asyncrl {
 
 int32_t workload_length(const workload_section& w, uint64_t seed, uint64_t group, uint32_t sample) {
   double len = static_cast<double>(w.median);
-  if (w.lengths == "lognormal") {
+  if (w.lengths == workload_lengths::lognormal) {
     // Box-Muller from this response's own stream (salted so it is not the sampling stream).
     rng_stream rng(seed ^ 0x5a17e1e9d1ULL, group, sample);
     const double u1 = std::max(rng.uniform(0), 1e-12), u2 = rng.uniform(1);

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/config/modes.hpp"  // reward_function
+
 namespace asyncrl {
 
 /// The final answer of a response: the text after the last "####" (up to the end of that
@@ -18,12 +20,6 @@ std::optional<double> parse_answer_number(std::string_view text) noexcept;
 /// Rule-based reward: 1.0 if the response's final answer equals `ground_truth` numerically
 /// (|a - b| <= 1e-6 * max(1, |b|)), else 0.0. Malformed output scores 0 and never throws.
 double score_response(std::string_view response, std::string_view ground_truth) noexcept;
-
-/// Which rule scores a response.
-enum class reward_function {
-  math,    // score_response: the final answer against the ground truth
-  prefix,  // 1.0 iff the response starts with a fixed string: a bandit whose optimum is known
-};
 
 /// Scores `response` by `f`; `prefix` is the string the prefix rule looks for.
 double score_with(reward_function f, std::string_view prefix, std::string_view response,

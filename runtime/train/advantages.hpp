@@ -2,15 +2,14 @@
 
 // Group advantages for scored rollouts (torch-free interface over rl::group_advantages).
 
-#include <string>
-
+#include "runtime/config/modes.hpp"
 #include "runtime/train/samples.hpp"
 
 namespace asyncrl {
 
-/// Sets each sample's advantage from its group's rewards with `estimator` ("grpo" or
-/// "drgrpo"). Returns false when the group carries no signal (all rewards equal) and
-/// `filter_zero_variance` is set; the caller counts it as filtered, never drops it silently.
-bool assign_advantages(scored_group& g, const std::string& estimator, bool filter_zero_variance);
+/// Sets each sample's advantage from its group's rewards with `estimator`. Returns false when
+/// the group carries no signal (all rewards equal) and `filter_zero_variance` is set; the
+/// caller counts it as filtered, never drops it silently.
+bool assign_advantages(scored_group& g, advantage_estimator estimator, bool filter_zero_variance);
 
 }  // namespace asyncrl

@@ -110,20 +110,16 @@ at::Tensor entropy_from_logits(const at::Tensor& logits) {
   return -(logp.exp() * logp).sum(-1);
 }
 
-at::Tensor aggregate(const at::Tensor& x, const at::Tensor& mask, const std::string& mode,
+at::Tensor aggregate(const at::Tensor& x, const at::Tensor& mask, loss_aggregation mode,
                      double norm) {
   same_shape(x, mask, "x", "mask");
   require(norm > 0, "the aggregation norm (batch token or sequence count) must be > 0");
   auto m = mask.to(x.scalar_type());
-  if (mode == "token-mean") return (x * m).sum() / norm;
-  if (mode == "seq-mean") {
-    require(x.dim() == 2, "seq-mean needs (B, T) tensors, got " + shape_of(x));
-    auto len = m.sum(1);
-    auto row = (x * m).sum(1) / len.clamp_min(1.0);
-    return row.sum() / norm;
-  }
-  throw std::invalid_argument("unknown aggregation '" + mode +
-                              "' (expected token-mean or seq-mean)");
+  if (mode == loss_aggregation::token_mean) return (x * m).sum() / norm;
+  require(x.dim() == 2, "seq-mean needs (B, T) tensors, got " + shape_of(x));
+  auto len = m.sum(1);
+  auto row = (x * m).sum(1) / len.clamp_min(1.0);
+  return row.sum() / norm;
 }
 
 loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
@@ -136,7 +132,7 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   at::Tensor weight;  // for the metrics
   at::Tensor kept = mask;
   at::Tensor clipped, dual_clipped;
-  if (cfg.loss == "grpo") {
+  if (cfg.loss == loss_kind::grpo) {
     same_shape(in.logp, in.logp_old, "logp", "logp_old");
     auto s = clipped_surrogate(in.logp - in.logp_old.detach(), in.advantages, cfg.clip);
     out.pg_per_token = s.loss;
@@ -145,7 +141,7 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
     // How far the generator drifted from the old policy: exp(logp_old - logp_behav).
     weight = in.logp_behav.defined() ? at::exp(in.logp_old - in.logp_behav).detach()
                                      : at::ones_like(in.logp).detach();
-  } else if (cfg.loss == "decoupled") {
+  } else {
     auto d = decoupled_surrogate(in.logp, in.logp_prox, in.logp_behav, in.advantages, cfg.clip,
                                  cfg.imp_weight_cap);
     out.pg_per_token = d.loss;
@@ -153,8 +149,6 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
     dual_clipped = d.dual_clipped;
     weight = d.weight;
     kept = mask.logical_and(d.kept);
-  } else {
-    throw std::invalid_argument("unknown loss '" + cfg.loss + "' (expected grpo or decoupled)");
   }
   auto per_token = out.pg_per_token;
   if (in.logp_ref.defined()) {

@@ -7,7 +7,7 @@
 
 #include <ATen/ATen.h>
 
-#include <string>
+#include "runtime/config/modes.hpp"
 
 namespace asyncrl::rl {
 
@@ -77,21 +77,21 @@ at::Tensor entropy_from_logits(const at::Tensor& logits);
 
 // Aggregation ---------------------------------------------------------------------------------
 
-/// "token-mean": sum(x * mask) / norm, where `norm` is the response-token count of the
+/// token_mean: sum(x * mask) / norm, where `norm` is the response-token count of the
 /// *whole* batch, so micro-batches add up to the full-batch loss.
-/// "seq-mean": sum over rows of (row's masked mean) / norm, where `norm` is the batch's
+/// seq_mean: sum over rows of (row's masked mean) / norm, where `norm` is the batch's
 /// sequence count. x and mask are (B, T); a fully masked row contributes 0.
-at::Tensor aggregate(const at::Tensor& x, const at::Tensor& mask, const std::string& mode,
+at::Tensor aggregate(const at::Tensor& x, const at::Tensor& mask, loss_aggregation mode,
                      double norm);
 
 // The whole loss ------------------------------------------------------------------------------
 
 struct loss_config {
-  std::string loss = "grpo";  // grpo (coupled) or decoupled
+  loss_kind loss = loss_kind::grpo;
   clip_config clip;
   double kl_coef = 0.0;
   double imp_weight_cap = 0.0;
-  std::string agg = "token-mean";
+  loss_aggregation agg = loss_aggregation::token_mean;
 };
 
 /// Per-token inputs of one (micro-)batch, all the same shape.

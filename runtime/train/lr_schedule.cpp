@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 
 namespace asyncrl {
 
 double lr_schedule::at(int64_t step) const {
-  if (kind == "constant") return peak;
-  if (kind != "warmup" && kind != "cosine")
-    throw std::invalid_argument("unknown learning-rate schedule '" + kind + "'");
+  if (kind == lr_schedule_kind::constant) return peak;
   if (step < warmup) return peak * double(step + 1) / double(warmup);
-  if (kind == "warmup") return peak;
+  if (kind == lr_schedule_kind::warmup) return peak;
   const int64_t span = std::max<int64_t>(1, total - warmup);
   const double progress = std::clamp(double(step - warmup) / double(span), 0.0, 1.0);
   const double floor = min_ratio * peak;

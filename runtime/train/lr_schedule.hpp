@@ -1,7 +1,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+
+#include "runtime/config/modes.hpp"
 
 namespace asyncrl {
 
@@ -10,7 +11,7 @@ namespace asyncrl {
 /// - warmup: linear from peak/warmup to peak over `warmup` steps, then constant;
 /// - cosine: the same warmup, then a half cosine from peak down to min_ratio * peak at `total`.
 struct lr_schedule {
-  std::string kind = "constant";
+  lr_schedule_kind kind = lr_schedule_kind::constant;
   double peak = 1e-3;
   int64_t warmup = 0;
   int64_t total = 1;

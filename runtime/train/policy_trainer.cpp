@@ -54,7 +54,7 @@ void add_compensated(at::Tensor& hi, at::Tensor& lo, const at::Tensor& x) {
 
 policy_trainer::policy_trainer(CausalLM policy, trainer_settings settings)
     : policy_(std::move(policy)), s_(std::move(settings)) {
-  if (s_.trainer.precision == "float64") policy_->to(at::kDouble);
+  if (s_.trainer.precision == train_precision::float64) policy_->to(at::kDouble);
   old_ = frozen_copy(policy_);
   ref_ = frozen_copy(policy_);
   const auto& al = s_.algorithm;
@@ -151,9 +151,9 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   in.logp_behav = behav_t;
   auto t_prox = std::chrono::steady_clock::now();
   const auto& al = s_.algorithm;
-  if (al.loss == "grpo") {
+  if (al.loss == loss_kind::grpo) {
     in.logp_old = al.use_rollout_logprobs ? behav_t : rows(packed_logprobs(*old_, b));
-  } else if (al.prox_logp == "recompute") {
+  } else if (al.prox_logp == prox_method::recompute) {
     in.logp_prox = rows(packed_logprobs(*old_, b));
   } else {
     in.logp_prox = rl::loglinear_prox(behav_t, logp, grid(at::tensor(stale)));
@@ -196,7 +196,8 @@ at::Tensor policy_trainer::accumulated(size_t i) const {
 }
 
 std::vector<at::Tensor> policy_trainer::pending_gradient() const {
-  const double norm = s_.algorithm.loss_agg == "token-mean" ? double(tokens_) : double(samples_);
+  const double norm =
+      s_.algorithm.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
   std::vector<at::Tensor> out;
   auto params = policy_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -211,7 +212,8 @@ std::vector<at::Tensor> policy_trainer::pending_gradient() const {
 
 update_stats policy_trainer::step() {
   update_stats u;
-  const double norm = s_.algorithm.loss_agg == "token-mean" ? double(tokens_) : double(samples_);
+  const double norm =
+      s_.algorithm.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
   if (norm <= 0) throw std::invalid_argument("optimizer step with no accumulated tokens");
   {
     at::NoGradGuard ng;
