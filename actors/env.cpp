@@ -9,7 +9,7 @@ env_ptr make_env(const run_config& cfg, const model_config& model, const char_to
                  bool detached) {
   auto env = std::make_shared<actor_env>();
   env->cfg = cfg;
-  env->plan = make_schedule(cfg);
+  env->plan = make_schedule(schedule_params_from(cfg));
   env->model = model;
   env->tokenizer = tok;
   env->detached = detached;

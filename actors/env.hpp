@@ -7,8 +7,8 @@
 
 #include "runtime/model/model_config.hpp"
 #include "runtime/task/reward.hpp"
+#include "runtime/config/params.hpp"  // make_schedule, policy_trainer_params_from
 #include "runtime/config/run_config.hpp"
-#include "runtime/scheduling/schedule.hpp"
 #include "runtime/model/tokenizer.hpp"
 
 namespace asyncrl {

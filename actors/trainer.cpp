@@ -310,11 +310,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   load_snapshot(*policy, st.args.initial, /*alias=*/false);
   for (auto& p : policy->parameters())
     p.set_requires_grad(true);
-  trainer_settings ts;
-  ts.algorithm = cfg.algorithm;
-  ts.trainer = cfg.trainer;
-  ts.temperature = cfg.rollout.temperature > 0 ? cfg.rollout.temperature : 1.0;
-  st.pt = std::make_unique<policy_trainer>(policy, ts);
+  st.pt = std::make_unique<policy_trainer>(policy, policy_trainer_params_from(cfg));
   st.pt->set_version(st.args.initial.version);
   install_exception_handler(self, "trainer");
 

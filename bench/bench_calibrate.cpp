@@ -101,9 +101,9 @@ std::pair<double, double> train_costs(const model_config& cfg, int threads, int 
   std::vector<const scored_sample*> all;
   for (auto& s : data)
     all.push_back(&s);
-  trainer_settings st;  // as the e2e benchmark runs it: no extra forward passes
-  st.algorithm.use_rollout_logprobs = true;
-  st.trainer.compute_ref = false;
+  policy_trainer_params st;  // as the e2e benchmark runs it: no extra forward passes
+  st.use_rollout_logprobs = true;
+  st.compute_ref = false;
   policy_trainer t(init_causal_lm(cfg, 0.02, 1, torch::kCPU), st);
   std::vector<double> tok, step;
   for (int r = 0; r < reps + 1; ++r) {

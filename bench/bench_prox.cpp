@@ -7,6 +7,7 @@
 
 #include "bench/bench_util.hpp"
 #include "runtime/train/policy_trainer.hpp"
+#include "runtime/config/run_config.hpp"
 #include "runtime/common/rng.hpp"
 #include "runtime/model/tokenizer.hpp"
 
@@ -45,10 +46,10 @@ int main(int argc, char** argv) {
     all.push_back(&s);
 
   auto run = [&](prox_method prox, double* step_ms) {
-    trainer_settings st;
-    st.algorithm.loss = loss_kind::decoupled;
-    st.algorithm.prox_logp = prox;
-    st.trainer.compute_ref = false;  // isolate the proximal cost
+    policy_trainer_params st;
+    st.loss = loss_kind::decoupled;
+    st.prox_logp = prox;
+    st.compute_ref = false;  // isolate the proximal cost
     policy_trainer t(init_causal_lm(cfg, 0.02, 1, torch::kCPU), st);
     t.set_version(1);
     t.begin_batch();

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "bench/bench_util.hpp"
+#include "runtime/config/run_config.hpp"
 #include "runtime/train/policy_trainer.hpp"
 #include "runtime/model/tokenizer.hpp"
 
@@ -49,10 +50,10 @@ int main(int argc, char** argv) {
     for (auto& s : samples)
       all.push_back(&s);
     auto run = [&](bool packed, int64_t* processed) {
-      trainer_settings st;
-      st.algorithm.use_rollout_logprobs = true;  // only the policy forward + backward
-      st.trainer.compute_ref = false;
-      st.trainer.shared_prompt_attention = packed;
+      policy_trainer_params st;
+      st.use_rollout_logprobs = true;  // only the policy forward + backward
+      st.compute_ref = false;
+      st.shared_prompt_attention = packed;
       policy_trainer t(init_causal_lm(cfg, 0.02, 1, torch::kCPU), st);
       double t0 = bench::now_s();
       t.accumulate(all);

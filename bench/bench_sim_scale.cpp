@@ -8,6 +8,7 @@
 //   build/bench/bench_sim_scale [--quick] [--out bench/results/sim_scale.json]
 
 #include "bench/bench_util.hpp"
+#include "runtime/config/params.hpp"
 #include "runtime/config/run_config.hpp"
 #include "runtime/scheduling/simulator.hpp"
 

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "runtime/config/params.hpp"
 #include "runtime/config/run_config.hpp"
 #include "tests/test_util.hpp"
 
@@ -345,6 +346,62 @@ TEST(ConfigEnums, DescribeListsTheNames) {
                        "'periodic'): sync: generate the whole batch"))
       << d;
   EXPECT_TRUE(contains(d, "algorithm.loss_agg (one of {token-mean, seq-mean}, 'token-mean')")) << d;
+}
+
+// policy_trainer_params keeps its own defaults (tests and benchmarks build it by hand); they
+// must be the config's, or a benchmark would measure another trainer than a run uses.
+TEST(ConfigParams, PolicyTrainerDefaultsAreTheConfigDefaults) {
+  const policy_trainer_params d;
+  const auto p = policy_trainer_params_from(run_config{});
+  EXPECT_EQ(p.loss, d.loss);
+  EXPECT_EQ(p.prox_logp, d.prox_logp);
+  EXPECT_EQ(p.use_rollout_logprobs, d.use_rollout_logprobs);
+  EXPECT_EQ(p.clip_eps_low, d.clip_eps_low);
+  EXPECT_EQ(p.clip_eps_high, d.clip_eps_high);
+  EXPECT_EQ(p.dual_clip_c, d.dual_clip_c);
+  EXPECT_EQ(p.kl_coef, d.kl_coef);
+  EXPECT_EQ(p.imp_weight_cap, d.imp_weight_cap);
+  EXPECT_EQ(p.loss_agg, d.loss_agg);
+  EXPECT_EQ(p.shared_prompt_attention, d.shared_prompt_attention);
+  EXPECT_EQ(p.deterministic_accumulation, d.deterministic_accumulation);
+  EXPECT_EQ(p.precision, d.precision);
+  EXPECT_EQ(p.compute_ref, d.compute_ref);
+  EXPECT_EQ(p.lr, d.lr);
+  EXPECT_EQ(p.min_lr_ratio, d.min_lr_ratio);
+  EXPECT_EQ(p.lr_schedule, d.lr_schedule);
+  EXPECT_EQ(p.warmup_steps, d.warmup_steps);
+  EXPECT_EQ(p.weight_decay, d.weight_decay);
+  EXPECT_EQ(p.beta1, d.beta1);
+  EXPECT_EQ(p.beta2, d.beta2);
+  EXPECT_EQ(p.grad_clip, d.grad_clip);
+  EXPECT_EQ(p.total_steps, d.total_steps);
+  EXPECT_EQ(p.temperature, d.temperature);
+  // A greedy rollout (temperature 0) trains on unscaled logits.
+  auto lc = load_config("", {"rollout.temperature=0"});
+  EXPECT_EQ(policy_trainer_params_from(lc->cfg).temperature, 1.0);
+}
+
+TEST(ConfigParams, ScheduleTakesTheSectionAndTheBatchSizes) {
+  auto lc = load_config("", {"async_training.mode=fully_async", "rollout.n=4",
+                             "data.train_batch_size=8", "trainer.ppo_mini_batch_size=2",
+                             "async_training.require_batches=3", "trainer.total_steps=7"});
+  auto sp = schedule_params_from(lc->cfg);
+  EXPECT_EQ(sp.async_training.mode, async_mode::fully_async);
+  EXPECT_EQ(sp.group_size, 4);
+  EXPECT_EQ(sp.train_batch_size, 8);
+  EXPECT_EQ(sp.ppo_mini_batch_size, 2);
+  EXPECT_EQ(sp.total_steps, 7);
+  auto plan = make_schedule(sp);
+  EXPECT_EQ(plan.mode, async_mode::fully_async);
+  EXPECT_EQ(plan.groups_per_step, 2);
+  EXPECT_EQ(plan.steps_per_update, 3);
+  // The struct's defaults are the config's.
+  auto d = schedule_params_from(run_config{});
+  const schedule_params fresh;
+  EXPECT_EQ(d.group_size, fresh.group_size);
+  EXPECT_EQ(d.train_batch_size, fresh.train_batch_size);
+  EXPECT_EQ(d.ppo_mini_batch_size, fresh.ppo_mini_batch_size);
+  EXPECT_EQ(d.total_steps, fresh.total_steps);
 }
 
 }  // namespace

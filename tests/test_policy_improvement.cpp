@@ -108,19 +108,19 @@ enum class partition { whole, micro1, micro2_across_groups };
 using improvement_case =
     std::tuple<bool, partition, std::string, loss_aggregation, train_precision>;
 
-trainer_settings settings_for(const improvement_case& c) {
+policy_trainer_params settings_for(const improvement_case& c) {
   const auto& [shared, part, loss, agg, precision] = c;
   (void)part;
-  trainer_settings st;
-  st.algorithm.loss = loss == "grpo" ? loss_kind::grpo : loss_kind::decoupled;
-  st.algorithm.prox_logp = loss == "grpo" ? prox_method::recompute : *parse_enum<prox_method>(loss);
-  st.algorithm.loss_agg = agg;
-  st.algorithm.kl_coef = 0.0;  // J is the pg objective alone
-  st.trainer.shared_prompt_attention = shared;
-  st.trainer.precision = precision;
-  st.trainer.deterministic_accumulation = true;
-  st.trainer.lr = 1e-4;
-  st.trainer.grad_clip = 1.0;
+  policy_trainer_params st;
+  st.loss = loss == "grpo" ? loss_kind::grpo : loss_kind::decoupled;
+  st.prox_logp = loss == "grpo" ? prox_method::recompute : *parse_enum<prox_method>(loss);
+  st.loss_agg = agg;
+  st.kl_coef = 0.0;  // J is the pg objective alone
+  st.shared_prompt_attention = shared;
+  st.precision = precision;
+  st.deterministic_accumulation = true;
+  st.lr = 1e-4;
+  st.grad_clip = 1.0;
   return st;
 }
 

@@ -57,15 +57,16 @@ std::vector<const scored_sample*> ptrs(const std::vector<scored_sample>& v) {
   return p;
 }
 
-trainer_settings settings(loss_kind loss, loss_aggregation agg = loss_aggregation::token_mean) {
-  trainer_settings st;
-  st.algorithm.loss = loss;
-  st.algorithm.prox_logp = prox_method::recompute;
-  st.algorithm.loss_agg = agg;
-  st.algorithm.kl_coef = 0.05;
-  st.trainer.lr = 1e-3;
-  st.trainer.grad_clip = 1.0;
-  st.trainer.deterministic_accumulation = true;
+policy_trainer_params settings(loss_kind loss,
+                               loss_aggregation agg = loss_aggregation::token_mean) {
+  policy_trainer_params st;
+  st.loss = loss;
+  st.prox_logp = prox_method::recompute;
+  st.loss_agg = agg;
+  st.kl_coef = 0.05;
+  st.lr = 1e-3;
+  st.grad_clip = 1.0;
+  st.deterministic_accumulation = true;
   return st;
 }
 
@@ -95,7 +96,7 @@ bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tenso
 
 // One optimizer step over `samples` fed in `order`, cut into micro-batches of `micro`.
 // `grad` receives the normalised gradient the step applied.
-std::vector<at::Tensor> one_update(const trainer_settings& st,
+std::vector<at::Tensor> one_update(const policy_trainer_params& st,
                                    const std::vector<scored_sample>& samples,
                                    std::vector<size_t> order, size_t micro,
                                    std::vector<at::Tensor>* grad = nullptr) {
@@ -133,7 +134,7 @@ class TheoremOne : public ::testing::TestWithParam<theorem_case> {};
 TEST_P(TheoremOne, AnyOrderAndPartitionGivesTheFullBatchUpdate) {
   auto [loss, agg, precision] = GetParam();
   auto st = settings(loss, agg);
-  st.trainer.precision = precision;
+  st.precision = precision;
   auto samples = make_samples(5, 4, 7);
   std::vector<size_t> natural(samples.size());
   std::iota(natural.begin(), natural.end(), 0);
@@ -245,7 +246,7 @@ TEST(SharedPrompt, TrainerUpdateMatchesUnpacked) {
   std::vector<size_t> order(samples.size());
   std::iota(order.begin(), order.end(), 0);
   auto plain = one_update(st, samples, order, 8);
-  st.trainer.shared_prompt_attention = true;
+  st.shared_prompt_attention = true;
   auto packed = one_update(st, samples, order, 8);
   EXPECT_LE(max_abs_diff(plain, packed), 1e-6);
 }
@@ -284,7 +285,7 @@ TEST(TriModel, RolloutAndTrainerLogprobsAgreeForTheSameWeights) {
     for (bool packed : {false, true}) {
       auto st = settings(loss_kind::decoupled);
       st.temperature = T;
-      st.trainer.shared_prompt_attention = packed;
+      st.shared_prompt_attention = packed;
       policy_trainer t(policy, st);
       auto lp = t.response_logprobs(*t.policy(), ptrs(samples));
       std::vector<float> rollout;
@@ -367,8 +368,8 @@ TEST(Safety, BadInputIsAClearError) {
 // and both fractions are over the step's kept tokens.
 TEST(Metrics, ClipFractionsCountTheDualClipApart) {
   auto st = settings(loss_kind::grpo);
-  st.algorithm.use_rollout_logprobs = true;  // logp_old = behaviour: r = exp(logp - behav)
-  st.algorithm.kl_coef = 0.0;
+  st.use_rollout_logprobs = true;  // logp_old = behaviour: r = exp(logp - behav)
+  st.kl_coef = 0.0;
   policy_trainer t(fresh_policy(), st);
   std::vector<scored_sample> samples(2);
   // A = +1: r = 1.5 (clipped), 1 (neither), 1 (neither).
@@ -467,9 +468,9 @@ class LoglinearPrecision : public ::testing::TestWithParam<train_precision> {};
 TEST_P(LoglinearPrecision, TrainerUsesPerTokenVersionsOfPartialRollouts) {
   const bool f64 = GetParam() == train_precision::float64;
   auto st = settings(loss_kind::decoupled);
-  st.algorithm.prox_logp = prox_method::loglinear;
-  st.algorithm.kl_coef = 0.0;
-  st.trainer.precision = GetParam();
+  st.prox_logp = prox_method::loglinear;
+  st.kl_coef = 0.0;
+  st.precision = GetParam();
   policy_trainer t(fresh_policy(), st);
   t.set_version(2);
   // Partial rollouts: the first third of each response from version 0, the next from 1, the
@@ -541,15 +542,15 @@ INSTANTIATE_TEST_SUITE_P(Loglinear, LoglinearPrecision,
 // float32 before the step, and a gradient of one step leaking into the next.
 TEST(Float64, GradientAndUpdatesMatchAFloat64Reference) {
   auto st = settings(loss_kind::grpo);
-  st.algorithm.kl_coef = 0.0;
-  st.trainer.precision = train_precision::float64;
-  st.trainer.lr = 1e-2;
-  st.trainer.grad_clip = 1.0;
+  st.kl_coef = 0.0;
+  st.precision = train_precision::float64;
+  st.lr = 1e-2;
+  st.grad_clip = 1.0;
   auto samples = make_samples(2, 3, 8);  // advantages are doubles with no float32 copy
   policy_trainer t(fresh_policy(), st);
   auto ref = fresh_policy();
   ref->to(at::kDouble);
-  const auto& tr = st.trainer;
+  const auto& tr = st;
   std::vector<at::Tensor> m1, m2;  // AdamW moments of the reference
   for (auto& p : ref->parameters()) {
     m1.push_back(at::zeros_like(p));
@@ -596,8 +597,8 @@ TEST(Float64, GradientAndUpdatesMatchAFloat64Reference) {
 TEST(Accumulation, EachStepStartsFromZeroGradients) {
   for (bool deterministic : {true, false}) {
     auto st = settings(loss_kind::grpo);
-    st.algorithm.kl_coef = 0.0;  // the fresh trainer's reference is other weights
-    st.trainer.deterministic_accumulation = deterministic;
+    st.kl_coef = 0.0;  // the fresh trainer's reference is other weights
+    st.deterministic_accumulation = deterministic;
     auto a_batch = make_samples(2, 3, 12), b_batch = make_samples(2, 3, 13);
     policy_trainer t(fresh_policy(), st);
     t.begin_batch();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/config/params.hpp"
 #include "runtime/config/run_config.hpp"
 #include "runtime/scheduling/simulator.hpp"
 

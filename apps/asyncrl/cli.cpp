@@ -13,6 +13,7 @@
 #include "apps/asyncrl/simulate_command.hpp"
 #include "apps/asyncrl/train_command.hpp"
 #include "runtime/common/progress.hpp"
+#include "runtime/config/params.hpp"
 #include "runtime/config/run_config.hpp"
 #include "runtime/task/dataset.hpp"
 

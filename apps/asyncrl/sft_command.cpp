@@ -191,7 +191,7 @@ sft_report run_sft(const loaded_config& lc) {
   spdlog::info("sft: {} train / {} test examples from {}", run.data.train.size(),
                run.data.test.size(), run.data.train_source);
 
-  auto policy = load_or_init_policy(cfg, run.device);
+  auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
   const auto& tok = *policy.tokenizer;
   spdlog::info("sft: model {} ({} parameters, {} layers, hidden {}) on {}", model_source(cfg),
                policy.config.num_parameters(), policy.config.num_hidden_layers,

@@ -107,7 +107,7 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
 int run_train_command(const loaded_config& lc) {
   const auto& cfg = lc.cfg;
   auto run = start_run(lc);
-  auto policy = load_or_init_policy(cfg, run.device);
+  auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
   check_lengths(run.data, *policy.tokenizer, cfg, policy.config);
   spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
                to_string(cfg.async_training.mode), cfg.data.train_batch_size, cfg.rollout.n,

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "runtime/config/run_config.hpp"
+#include "runtime/config/sections.hpp"
 
 namespace asyncrl {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "runtime/config/run_config.hpp"
+#include "runtime/config/sections.hpp"
 #include "runtime/model/safetensors.hpp"
 
 namespace asyncrl {
@@ -70,18 +70,17 @@ void save_model_dir(const std::string& dir, CausalLMImpl& model, const char_toke
   if (tok != nullptr) tok->save((fs::path(dir) / kTokenizerFile).string());
 }
 
-model_bundle load_or_init_policy(const run_config& cfg, torch::Device device) {
-  if (!cfg.model.path.empty()) {
-    auto b = load_model_dir(cfg.model.path, device);
+model_bundle load_or_init_policy(const model_section& m, int64_t seed, torch::Device device) {
+  if (!m.path.empty()) {
+    auto b = load_model_dir(m.path, device);
     if (!b.tokenizer) b.tokenizer = char_tokenizer::builtin();
     return b;
   }
   model_bundle b;
   b.tokenizer = char_tokenizer::builtin();
-  b.config = model_config::from_init(cfg.model.init, b.tokenizer->vocab_size(),
-                                     b.tokenizer->bos_id(), b.tokenizer->eos_id());
-  b.model = init_causal_lm(b.config, cfg.model.init.init_std,
-                           static_cast<uint64_t>(cfg.runtime.seed), device);
+  b.config = model_config::from_init(m.init, b.tokenizer->vocab_size(), b.tokenizer->bos_id(),
+                                     b.tokenizer->eos_id());
+  b.model = init_causal_lm(b.config, m.init.init_std, static_cast<uint64_t>(seed), device);
   return b;
 }
 

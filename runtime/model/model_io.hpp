@@ -12,7 +12,7 @@
 namespace asyncrl {
 
 class safetensors_file;
-struct run_config;
+struct model_section;
 
 /// A policy as stored on disk: `config.json`, `model.safetensors`, and for models trained
 /// here `char_tokenizer.json`.
@@ -39,8 +39,9 @@ void load_weights(CausalLMImpl& model, const safetensors_file& file);
 void save_model_dir(const std::string& dir, CausalLMImpl& model, const char_tokenizer* tok);
 
 /// The starting policy of a run: model.path when set (its tokenizer, else the built-in one),
-/// else a fresh model from model.init with the built-in tokenizer, seeded by runtime.seed.
-model_bundle load_or_init_policy(const run_config& cfg, torch::Device device);
+/// else a fresh model from model.init with the built-in tokenizer, seeded by `seed`
+/// (runtime.seed).
+model_bundle load_or_init_policy(const model_section& m, int64_t seed, torch::Device device);
 
 /// SHA-256 (hex) of the parameters' float32 bytes, concatenated in ordered_parameters() order.
 std::string params_sha256(const CausalLMImpl& model);

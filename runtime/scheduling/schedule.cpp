@@ -2,28 +2,25 @@
 
 #include <cmath>
 
-#include "runtime/config/run_config.hpp"
-
 namespace asyncrl {
 
-schedule_plan make_schedule(const run_config& cfg) {
-  const auto& at = cfg.async_training;
+schedule_plan make_schedule(const schedule_params& sp) {
+  const auto& at = sp.async_training;
   schedule_plan p;
   p.mode = at.mode;
-  p.group_size = cfg.rollout.n;
-  p.groups_per_step = cfg.trainer.ppo_mini_batch_size > 0 ? cfg.trainer.ppo_mini_batch_size
-                                                          : cfg.data.train_batch_size;
+  p.group_size = sp.group_size;
+  p.groups_per_step = sp.ppo_mini_batch_size > 0 ? sp.ppo_mini_batch_size : sp.train_batch_size;
   if (at.mode == async_mode::fully_async) {
     p.steps_per_sync = at.require_batches * at.trigger_parameter_sync_step;
     p.old_per_step = true;
     p.steps_per_update = at.require_batches;
     p.partial_rollout = at.partial_rollout;
   } else {
-    p.steps_per_sync = cfg.data.train_batch_size / p.groups_per_step;
+    p.steps_per_sync = sp.train_batch_size / p.groups_per_step;
     p.wait_for_batch = at.mode == async_mode::sync;
   }
   p.groups_per_sync = p.groups_per_step * p.steps_per_sync;
-  p.total_steps = cfg.trainer.total_steps;
+  p.total_steps = sp.total_steps;
   auto& a = p.admission;
   a.window = p.groups_per_sync;
   a.staleness_threshold = at.mode == async_mode::fully_async ? at.staleness_threshold : 0.0;

@@ -4,14 +4,21 @@
 // trainer pulls, and the admission parameters. Shared by the actors and the simulator.
 
 #include <cstdint>
-#include <string>
 
-#include "runtime/config/modes.hpp"
+#include "runtime/config/sections.hpp"
 #include "runtime/scheduling/admission.hpp"
 
 namespace asyncrl {
 
-struct run_config;
+/// What a plan is derived from: the async_training section and the batch sizes of the data,
+/// rollout and trainer sections (see schedule_params_from).
+struct schedule_params {
+  async_section async_training;
+  int64_t group_size = 8;           // rollout.n
+  int64_t train_batch_size = 16;    // data.train_batch_size
+  int64_t ppo_mini_batch_size = 0;  // trainer.ppo_mini_batch_size; 0 = train_batch_size
+  int64_t total_steps = 20;         // trainer.total_steps
+};
 
 struct schedule_plan {
   async_mode mode = async_mode::periodic;
@@ -29,7 +36,7 @@ struct schedule_plan {
   admission_params admission;
 };
 
-/// Derives the plan from the config (which load_config has already cross-checked).
-schedule_plan make_schedule(const run_config& cfg);
+/// Derives the plan (from a config that load_config has already cross-checked).
+schedule_plan make_schedule(const schedule_params& sp);
 
 }  // namespace asyncrl

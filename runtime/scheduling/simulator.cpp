@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <deque>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <stdexcept>
 
@@ -454,71 +456,31 @@ sim_result simulate(const sim_params& p) {
   return model(p).run();
 }
 
-}  // namespace asyncrl
-
-#include <fstream>
-#include <nlohmann/json.hpp>
-
-#include "runtime/config/run_config.hpp"
-
-namespace asyncrl {
-
-sim_params sim_params_from(const run_config& cfg) {
-  sim_params p;
-  p.plan = make_schedule(cfg);
-  p.workload = cfg.workload;
-  p.slots = cfg.rollout.max_batch;
-  p.chunk_tokens = cfg.rollout.chunk_tokens;
-  p.micro_batch = cfg.trainer.micro_batch_size;
-  p.group_aligned = cfg.trainer.group_aligned_micro_batches;
-  p.seed = static_cast<uint64_t>(cfg.runtime.seed);
-  const auto& s = cfg.simulate;
-  p.prompt_tokens = s.prompt_tokens;
-  p.warmup_steps = s.warmup_steps;
+void load_calibration(const std::string& path, sim_params& p) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open calibration");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": invalid JSON: " + e.what());
+  }
   auto& c = p.costs;
-  c.decode_base_ms = s.decode_base_ms;
-  c.decode_per_seq_ms = s.decode_per_seq_ms;
-  c.prefill_per_token_ms = s.prefill_per_token_ms;
-  c.train_per_token_ms = s.train_per_token_ms;
-  c.train_step_ms = s.train_step_ms;
-  c.sync_ms = s.sync_ms;
-  c.reward_ms = s.reward_ms;
-  c.train_scaling = s.train_scaling;
-  const int64_t total = s.devices > 0 ? s.devices : s.rollout_devices + s.train_devices;
-  p.colocated = cfg.async_training.mode == async_mode::sync && cfg.async_training.colocate;
-  if (p.colocated) {
-    p.rollout_devices = total;  // every device generates, then every device trains
-    p.train_devices = total;
-  } else {
-    p.rollout_devices = s.rollout_devices;
-    p.train_devices = s.train_devices;
-  }
-  if (!s.calibration.empty()) {
-    std::ifstream in(s.calibration);
-    if (!in) throw std::runtime_error(s.calibration + ": cannot open calibration");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(s.calibration + ": invalid JSON: " + e.what());
-    }
-    auto get = [&](const char* key, double& field) {
-      if (j.contains(key)) field = j.at(key).get<double>();
-    };
-    get("decode_base_ms", c.decode_base_ms);
-    get("decode_per_seq_ms", c.decode_per_seq_ms);
-    get("prefill_per_token_ms", c.prefill_per_token_ms);
-    get("train_per_token_ms", c.train_per_token_ms);
-    get("train_step_ms", c.train_step_ms);
-    get("sync_ms", c.sync_ms);
-    get("reward_ms", c.reward_ms);
-    // Measured training speed-up on n devices (cores), e.g. {"1": 1.0, "2": 1.62}.
-    auto key = std::to_string(p.train_devices);
-    if (s.train_scaling == 0 && j.contains("train_scaling") && j["train_scaling"].contains(key))
-      c.train_scaling = j["train_scaling"][key].get<double>();
-    if (j.contains("prompt_tokens")) p.prompt_tokens = j["prompt_tokens"].get<int64_t>();
-  }
-  return p;
+  auto get = [&](const char* key, double& field) {
+    if (j.contains(key)) field = j.at(key).get<double>();
+  };
+  get("decode_base_ms", c.decode_base_ms);
+  get("decode_per_seq_ms", c.decode_per_seq_ms);
+  get("prefill_per_token_ms", c.prefill_per_token_ms);
+  get("train_per_token_ms", c.train_per_token_ms);
+  get("train_step_ms", c.train_step_ms);
+  get("sync_ms", c.sync_ms);
+  get("reward_ms", c.reward_ms);
+  // Measured training speed-up on n devices (cores), e.g. {"1": 1.0, "2": 1.62}.
+  auto key = std::to_string(p.train_devices);
+  if (c.train_scaling == 0 && j.contains("train_scaling") && j["train_scaling"].contains(key))
+    c.train_scaling = j["train_scaling"][key].get<double>();
+  if (j.contains("prompt_tokens")) p.prompt_tokens = j["prompt_tokens"].get<int64_t>();
 }
 
 }  // namespace asyncrl

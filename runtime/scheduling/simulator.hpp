@@ -17,8 +17,6 @@
 
 namespace asyncrl {
 
-struct run_config;
-
 /// What compute costs, per device ("device" = a GPU, or a core on the CPU).
 struct sim_costs {
   double decode_base_ms = 1.0;         // one decode step of a rollout device, fixed part
@@ -76,8 +74,9 @@ struct sim_result {
 /// Runs the model to plan.total_steps optimizer steps.
 sim_result simulate(const sim_params& p);
 
-/// Parameters from a run config (mode, batch sizes, workload, slots) plus the `simulate.*`
-/// keys (devices and costs, or a calibration file measured by bench/bench_calibrate).
-sim_params sim_params_from(const run_config& cfg);
+/// Replaces the costs (and the prompt length) with those measured by bench/bench_calibrate in
+/// the JSON file `path`. Its training speed-up for p.train_devices applies only when
+/// p.costs.train_scaling is 0 (not set by hand). Throws std::runtime_error naming the file.
+void load_calibration(const std::string& path, sim_params& p);
 
 }  // namespace asyncrl

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/config/sections.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/task/prompting.hpp"
 #include "runtime/task/reward.hpp"
-#include "runtime/config/run_config.hpp"
 
 namespace asyncrl {
 

@@ -52,27 +52,25 @@ void add_compensated(at::Tensor& hi, at::Tensor& lo, const at::Tensor& x) {
 
 }  // namespace
 
-policy_trainer::policy_trainer(CausalLM policy, trainer_settings settings)
-    : policy_(std::move(policy)), s_(std::move(settings)) {
-  if (s_.trainer.precision == train_precision::float64) policy_->to(at::kDouble);
+policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
+    : policy_(std::move(policy)), p_(std::move(params)) {
+  if (p_.precision == train_precision::float64) policy_->to(at::kDouble);
   old_ = frozen_copy(policy_);
   ref_ = frozen_copy(policy_);
-  const auto& al = s_.algorithm;
-  loss_cfg_.loss = al.loss;
-  loss_cfg_.clip = {al.clip_eps_low, al.clip_eps_high, al.dual_clip_c};
-  loss_cfg_.kl_coef = al.kl_coef;
-  loss_cfg_.imp_weight_cap = al.imp_weight_cap;
-  loss_cfg_.agg = al.loss_agg;
-  const auto& tr = s_.trainer;
+  loss_cfg_.loss = p_.loss;
+  loss_cfg_.clip = {p_.clip_eps_low, p_.clip_eps_high, p_.dual_clip_c};
+  loss_cfg_.kl_coef = p_.kl_coef;
+  loss_cfg_.imp_weight_cap = p_.imp_weight_cap;
+  loss_cfg_.agg = p_.loss_agg;
   optimizer_options oo;
-  oo.lr = tr.lr;
-  oo.weight_decay = tr.weight_decay;
-  oo.beta1 = tr.beta1;
-  oo.beta2 = tr.beta2;
-  oo.grad_clip = tr.grad_clip;
+  oo.lr = p_.lr;
+  oo.weight_decay = p_.weight_decay;
+  oo.beta1 = p_.beta1;
+  oo.beta2 = p_.beta2;
+  oo.grad_clip = p_.grad_clip;
   optimizer_ = std::make_unique<policy_optimizer>(policy_->parameters(), oo);
-  schedule_ = lr_schedule{tr.lr_schedule, tr.lr, tr.warmup_steps, tr.total_steps, tr.min_lr_ratio};
-  if (tr.deterministic_accumulation)
+  schedule_ = lr_schedule{p_.lr_schedule, p_.lr, p_.warmup_steps, p_.total_steps, p_.min_lr_ratio};
+  if (p_.deterministic_accumulation)
     for (auto& p : policy_->parameters()) {
       grad64_.push_back(at::zeros_like(p, at::kDouble));
       if (p.scalar_type() == at::kDouble) grad64_lo_.push_back(at::zeros_like(p, at::kDouble));
@@ -90,20 +88,20 @@ void policy_trainer::begin_batch() {
 
 at::Tensor policy_trainer::packed_logprobs(CausalLMImpl& model, const packed_batch& b) {
   at::NoGradGuard ng;
-  return token_logprobs(response_logits(model, b, s_.temperature), b.targets);  // (N,)
+  return token_logprobs(response_logits(model, b, p_.temperature), b.targets);  // (N,)
 }
 
 at::Tensor policy_trainer::response_logprobs(CausalLMImpl& model,
                                              const std::vector<const scored_sample*>& samples) {
   auto device = model.parameters().front().device();
-  auto b = pack_samples(samples, s_.trainer.shared_prompt_attention, device);
+  auto b = pack_samples(samples, p_.shared_prompt_attention, device);
   // Pack order -> rows -> sample order.
   return to_rows(packed_logprobs(model, b), b).masked_select(response_mask(b));
 }
 
 void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) {
   auto device = policy_->parameters().front().device();
-  auto b = pack_samples(micro, s_.trainer.shared_prompt_attention, device);
+  auto b = pack_samples(micro, p_.shared_prompt_attention, device);
   const auto N = b.targets.size(0);
   if (N == 0) throw std::invalid_argument("micro-batch has no response tokens");
 
@@ -136,7 +134,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   auto behav_t = grid(at::tensor(behav)).to(dtype);
   auto adv_t = grid(at::tensor(adv)).to(dtype);
 
-  auto logits = response_logits(*policy_, b, s_.temperature);  // (N, V), with grad
+  auto logits = response_logits(*policy_, b, p_.temperature);  // (N, V), with grad
   auto logp = rows(token_logprobs(logits, b.targets));
   {
     at::NoGradGuard ng;
@@ -150,16 +148,15 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   in.norm = 1.0;  // raw sums; step() divides by the mini-batch total
   in.logp_behav = behav_t;
   auto t_prox = std::chrono::steady_clock::now();
-  const auto& al = s_.algorithm;
-  if (al.loss == loss_kind::grpo) {
-    in.logp_old = al.use_rollout_logprobs ? behav_t : rows(packed_logprobs(*old_, b));
-  } else if (al.prox_logp == prox_method::recompute) {
+  if (p_.loss == loss_kind::grpo) {
+    in.logp_old = p_.use_rollout_logprobs ? behav_t : rows(packed_logprobs(*old_, b));
+  } else if (p_.prox_logp == prox_method::recompute) {
     in.logp_prox = rows(packed_logprobs(*old_, b));
   } else {
     in.logp_prox = rl::loglinear_prox(behav_t, logp, grid(at::tensor(stale)));
   }
   prox_ms_ += ms_since(t_prox);
-  if (al.kl_coef > 0 || s_.trainer.compute_ref) in.logp_ref = rows(packed_logprobs(*ref_, b));
+  if (p_.kl_coef > 0 || p_.compute_ref) in.logp_ref = rows(packed_logprobs(*ref_, b));
 
   auto out = rl::policy_loss(in, loss_cfg_);
   out.loss.backward();
@@ -197,7 +194,7 @@ at::Tensor policy_trainer::accumulated(size_t i) const {
 
 std::vector<at::Tensor> policy_trainer::pending_gradient() const {
   const double norm =
-      s_.algorithm.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
+      p_.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
   std::vector<at::Tensor> out;
   auto params = policy_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -213,7 +210,7 @@ std::vector<at::Tensor> policy_trainer::pending_gradient() const {
 update_stats policy_trainer::step() {
   update_stats u;
   const double norm =
-      s_.algorithm.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
+      p_.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
   if (norm <= 0) throw std::invalid_argument("optimizer step with no accumulated tokens");
   {
     at::NoGradGuard ng;

@@ -16,6 +16,7 @@
 #include "runtime/train/losses.hpp"
 #include "runtime/train/lr_schedule.hpp"
 #include "runtime/train/optimizer.hpp"
+#include "runtime/train/policy_trainer_params.hpp"
 #include "runtime/train/samples.hpp"
 #include "runtime/train/update_stats.hpp"
 
@@ -23,17 +24,11 @@ namespace asyncrl {
 
 struct packed_batch;
 
-struct trainer_settings {
-  algorithm_section algorithm;
-  trainer_section trainer;
-  double temperature = 1.0;  // logits are divided by it, as the generator does
-};
-
 class policy_trainer {
  public:
-  /// Takes over the policy (converting it to float64 when trainer.precision says so) and
+  /// Takes over the policy (converting it to float64 when params.precision says so) and
   /// copies it into the old and reference models (frozen).
-  policy_trainer(CausalLM policy, trainer_settings settings);
+  policy_trainer(CausalLM policy, policy_trainer_params params);
 
   /// old <- policy: call when a new batch of rollouts starts (the weights the rollouters get).
   void begin_batch();
@@ -67,7 +62,7 @@ class policy_trainer {
   at::Tensor packed_logprobs(CausalLMImpl& model, const packed_batch& b);
 
   CausalLM policy_{nullptr}, old_{nullptr}, ref_{nullptr};
-  trainer_settings s_;
+  policy_trainer_params p_;
   rl::loss_config loss_cfg_;
   std::unique_ptr<policy_optimizer> optimizer_;
   lr_schedule schedule_;

@@ -1,0 +1,183 @@
+#pragma once
+
+// The sections of the YAML config as plain structs, one per top-level key. Torch-free and
+// schema-free: a component takes the section it needs (or a params struct built from it, see
+// runtime/config/params.hpp) without pulling in the whole run config and its loader.
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/config/modes.hpp"
+#include "runtime/scheduling/workload.hpp"
+
+namespace asyncrl {
+
+/// Architecture of a freshly initialised policy (used when model.path is empty).
+struct model_init_config {
+  model_arch arch = model_arch::qwen2;
+  int64_t hidden_size = 128;
+  int64_t intermediate_size = 384;
+  int64_t num_hidden_layers = 4;
+  int64_t num_attention_heads = 4;
+  int64_t num_key_value_heads = 2;
+  int64_t max_position_embeddings = 256;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = true;
+  double init_std = 0.02;
+};
+
+struct model_section {
+  std::string path;  // starting model directory (HF layout); empty = initialise from model.init
+  model_init_config init;
+};
+
+/// The built-in procedurally generated arithmetic task.
+struct arith_config {
+  int64_t min_digits = 1;
+  int64_t max_digits = 3;
+  std::string ops = "+-";
+};
+
+struct data_section {
+  std::string task = "arith";  // built-in task, used when train_path/test_path are empty
+  std::string train_path;      // GSM8K-style JSONL (question, answer with '#### N')
+  std::string test_path;
+  int64_t train_size = 20000;
+  int64_t test_size = 256;
+  int64_t seed = 1234;
+  arith_config arith;
+  int64_t train_batch_size = 16;  // prompts per RL step
+  int64_t max_prompt_length = 64;
+};
+
+/// Supervised warm-start.
+struct sft_section {
+  int64_t steps = 400;
+  int64_t batch_size = 64;
+  double lr = 3e-3;
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;
+  int64_t warmup_steps = 20;
+  lr_schedule_kind schedule = lr_schedule_kind::cosine;
+  int64_t log_every = 25;
+  // Stop early once the greedy accuracy on a held-out slice of the training split reaches this
+  // (0 = off): the warm-start then has the same strength on every machine, whatever its BLAS.
+  double stop_at_accuracy = 0.0;
+  int64_t eval_every = 25;  // steps between those checks
+  int64_t val_size = 256;   // training examples held out for them (not trained on)
+};
+
+/// Sampling for rollouts (and for the sampled part of eval).
+struct rollout_section {
+  int64_t n = 8;  // group size G
+  double temperature = 1.0;
+  int64_t top_k = 0;   // 0 = off
+  double top_p = 1.0;  // 1 = off
+  int64_t max_new_tokens = 48;
+  int64_t num_workers = 1;
+  int64_t max_batch = 128;   // KV-cache slots per worker (continuous batching)
+  int64_t chunk_tokens = 4;  // decode steps between control-message checks
+  int64_t threads = 0;       // torch threads per rollout worker; 0 = by mode
+};
+
+/// The Reward actor's worker pool.
+struct reward_section {
+  int64_t num_workers = 2;
+  int64_t timeout_ms = 5000;       // per call; a timeout scores 0 and is counted
+  bool detached_workers = false;   // a thread per worker, for reward functions that block
+  int64_t inject_throw_every = 0;  // fault injection: every n-th response (by uid) throws
+  int64_t inject_hang_every = 0;   // fault injection: every n-th response never answers in time
+  reward_function function = reward_function::math;
+  std::string prefix;  // prefix: the string a rewarded response starts with
+};
+
+/// Scheduling of generation and training (seed 000 Algorithm 1, seed 003, seed 004).
+struct async_section {
+  async_mode mode = async_mode::periodic;
+  bool colocate = true;                     // sync: both phases use every core, in turn
+  double staleness_threshold = 0.0;         // s
+  int64_t trigger_parameter_sync_step = 1;  // k
+  int64_t require_batches = 1;
+  bool partial_rollout = false;
+  int64_t max_staleness = -1;                      // eta; -1 = off
+  stale_action stale_policy = stale_action::drop;  // a group over eta at delivery
+  int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
+  int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
+  int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)
+};
+
+struct eval_section {
+  int64_t samples = 1;  // >1 also reports mean@N with rollout sampling
+  int64_t max_new_tokens = 48;
+  int64_t batch = 128;
+  int64_t every_steps = 0;  // train: greedy eval on the test split every n steps; 0 = off
+};
+
+/// The RL objective: advantages, policy loss and the proximal policy (seed 000, 001, 004).
+struct algorithm_section {
+  advantage_estimator adv_estimator = advantage_estimator::grpo;
+  bool filter_groups = false;  // skip groups whose rewards are all equal (counted)
+  loss_kind loss = loss_kind::grpo;
+  prox_method prox_logp = prox_method::recompute;  // decoupled only
+  bool use_rollout_logprobs = false;  // coupled: logp_old from the rollout instead of a forward
+  double clip_eps_low = 0.2;
+  double clip_eps_high = 0.2;
+  double dual_clip_c = 3.0;     // 0 = off
+  double kl_coef = 0.0;         // beta of the k3 KL penalty against the reference
+  double imp_weight_cap = 0.0;  // decoupled: mask tokens with w above this; 0 = off
+  loss_aggregation loss_agg = loss_aggregation::token_mean;
+};
+
+/// The optimizer and how a batch is cut into micro-batches and mini-batches.
+struct trainer_section {
+  int64_t micro_batch_size = 32;            // responses per forward/backward
+  bool group_aligned_micro_batches = true;  // a micro-batch never mixes groups (bitwise Theorem 1)
+  int64_t ppo_mini_batch_size = 0;  // prompts (groups) per optimizer step; 0 = the whole batch
+  bool shared_prompt_attention = false;
+  bool deterministic_accumulation = true;  // float64 gradient buffers
+  train_precision precision = train_precision::float32;
+  bool compute_ref = true;  // reference forward for the kl metric even when kl_coef = 0
+  double lr = 1e-4;
+  double min_lr_ratio = 0.0;
+  lr_schedule_kind lr_schedule = lr_schedule_kind::constant;
+  int64_t warmup_steps = 0;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double grad_clip = 1.0;
+  int64_t total_steps = 20;
+  int64_t threads = 0;  // torch threads of the trainer; 0 = by mode
+};
+
+struct runtime_section {
+  int64_t seed = 1;
+  std::string run_dir = "runs/demo";
+  std::string device = "cpu";  // cpu, cuda, cuda:N
+  int64_t threads = 0;         // torch intra-op threads; 0 = all cores
+  std::string log_level = "info";
+  bool eval_before = true;           // train: evaluate the starting model on the test split
+  bool eval_after = true;            // train: evaluate the final model on the test split
+  double progress_timeout_s = 1800;  // watchdog: no optimizer step for this long fails the run
+};
+
+/// `asyncrl simulate`: devices and per-device costs of the discrete-event model.
+struct simulate_section {
+  std::string calibration;  // JSON from bench/bench_calibrate; its costs replace the keys below
+  int64_t devices = 0;      // total; 0 = rollout_devices + train_devices
+  int64_t rollout_devices = 1;
+  int64_t train_devices = 1;
+  double decode_base_ms = 1.0;
+  double decode_per_seq_ms = 0.05;
+  double prefill_per_token_ms = 0.01;
+  double train_per_token_ms = 0.1;
+  double train_step_ms = 5.0;
+  double sync_ms = 1.0;
+  double reward_ms = 0.1;
+  double train_scaling = 0.0;  // 0 = ideal (train devices)
+  int64_t prompt_tokens = 12;
+  int64_t warmup_steps = 2;
+};
+
+}  // namespace asyncrl

@@ -1,0 +1,43 @@
+#pragma once
+
+// What the policy trainer takes from the algorithm, trainer and rollout sections: built by
+// policy_trainer_params_from (runtime/config/params.hpp) for a run, by hand in tests and
+// benchmarks. Torch-free. The defaults are the config's defaults (a test checks they agree).
+
+#include <cstdint>
+
+#include "runtime/config/modes.hpp"
+
+namespace asyncrl {
+
+struct policy_trainer_params {
+  // The objective (algorithm.*).
+  loss_kind loss = loss_kind::grpo;
+  prox_method prox_logp = prox_method::recompute;  // decoupled only
+  bool use_rollout_logprobs = false;  // coupled: logp_old from the rollout instead of a forward
+  double clip_eps_low = 0.2;
+  double clip_eps_high = 0.2;
+  double dual_clip_c = 3.0;  // 0 = off
+  double kl_coef = 0.0;
+  double imp_weight_cap = 0.0;  // decoupled: 0 = off
+  loss_aggregation loss_agg = loss_aggregation::token_mean;
+
+  // The update (trainer.*).
+  bool shared_prompt_attention = false;
+  bool deterministic_accumulation = true;                // float64 gradient buffers
+  train_precision precision = train_precision::float32;  // float64: weights and math in float64
+  bool compute_ref = true;  // reference forward for the kl metric even when kl_coef = 0
+  double lr = 1e-4;
+  double min_lr_ratio = 0.0;
+  lr_schedule_kind lr_schedule = lr_schedule_kind::constant;
+  int64_t warmup_steps = 0;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double grad_clip = 1.0;  // 0 = off
+  int64_t total_steps = 20;
+
+  double temperature = 1.0;  // logits are divided by it, as the generator does
+};
+
+}  // namespace asyncrl
