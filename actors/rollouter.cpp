@@ -7,6 +7,7 @@
 #include <map>
 
 #include "actors/errors.hpp"
+#include "runtime/common/enum_names.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
@@ -23,7 +24,20 @@ struct pending_group {
   std::vector<gen_result> done;  // finished responses, in any order
 };
 
-struct rollouter_state {
+/// The behaviour a rollouter runs (see the diagram in rollouter.hpp). Its name is what the
+/// debug log and the controller's watchdog diagnosis show.
+enum class rollouter_state { idle, generating, interrupted, syncing, resuming };
+constexpr enum_name<rollouter_state> rollouter_state_names[] = {
+    {rollouter_state::idle, "idle"},
+    {rollouter_state::generating, "generating"},
+    {rollouter_state::interrupted, "interrupted"},
+    {rollouter_state::syncing, "syncing"},
+    {rollouter_state::resuming, "resuming"}};
+constexpr const auto& enum_names(rollouter_state) {
+  return rollouter_state_names;
+}
+
+struct rollouter_actor_state {
   static inline const char* name = "rollouter";
   rollouter_args args;
   std::shared_ptr<CausalLMImpl> model;
@@ -31,7 +45,7 @@ struct rollouter_state {
   weight_snapshot weights;                   // the parameters alias this buffer: keep it alive
   std::map<uint64_t, pending_group> groups;  // admitted, not yet complete
   std::vector<gen_request> held;             // partials and fresh requests while paused
-  std::string state = "idle";
+  rollouter_state state = rollouter_state::idle;
   bool credit_pending = false;
   bool draining = false;
   // Pauses not yet matched by a resume. The synchronizer pairs every pause with a resume, but
@@ -47,7 +61,9 @@ struct rollouter_state {
   int64_t capacity_groups() const {
     return std::max<int64_t>(1, args.env->cfg.rollout.max_batch / args.env->plan.group_size);
   }
-  bool paused() const { return state == "interrupted" || state == "syncing"; }
+  bool paused() const {
+    return state == rollouter_state::interrupted || state == rollouter_state::syncing;
+  }
   rollout_progress progress() const {
     rollout_progress p;
     p.worker = args.worker;
@@ -56,12 +72,12 @@ struct rollouter_state {
     p.busy_ms = busy_ms;
     p.idle_ms = std::chrono::duration<double, std::milli>(clock::now() - born).count() - busy_ms;
     p.version = gen ? gen->version() : 0;
-    p.state = state;
+    p.state = to_string(state);
     return p;
   }
 };
 
-using self_ptr = rollouter_actor::stateful_pointer<rollouter_state>;
+using self_ptr = rollouter_actor::stateful_pointer<rollouter_actor_state>;
 
 rollouter_actor::behavior_type idle(self_ptr self);
 rollouter_actor::behavior_type generating(self_ptr self);
@@ -69,11 +85,12 @@ rollouter_actor::behavior_type interrupted(self_ptr self);
 rollouter_actor::behavior_type syncing(self_ptr self);
 rollouter_actor::behavior_type resuming(self_ptr self);
 
-void enter(self_ptr self, const char* name, rollouter_actor::behavior_type b) {
+void enter(self_ptr self, rollouter_state next, rollouter_actor::behavior_type b) {
   spdlog::debug("rollouter {}: {} -> {} (active {}, waiting {}, held {})", self->state.args.worker,
-                self->state.state, name, self->state.gen ? self->state.gen->num_active() : 0,
+                to_string(self->state.state), to_string(next),
+                self->state.gen ? self->state.gen->num_active() : 0,
                 self->state.gen ? self->state.gen->num_waiting() : 0, self->state.held.size());
-  self->state.state = name;
+  self->state.state = next;
   self->become(std::move(b));
 }
 
@@ -130,15 +147,15 @@ void submit(self_ptr self, gen_request r) {
   auto& st = self->state;
   // During a drain nothing new starts (as in verl): only the responses in flight finish under
   // the old weights; the rest waits for the resume.
-  if (st.paused() || st.state == "resuming" || st.draining)
+  if (st.paused() || st.state == rollouter_state::resuming || st.draining)
     st.held.push_back(std::move(r));
   else
     st.gen->submit(std::move(r));
 }
 
 void ensure_generating(self_ptr self) {
-  if (self->state.state == "idle" && !self->state.gen->idle()) {
-    enter(self, "generating", generating(self));
+  if (self->state.state == rollouter_state::idle && !self->state.gen->idle()) {
+    enter(self, rollouter_state::generating, generating(self));
     self->send(self, gen_atom::value);
   }
 }
@@ -223,12 +240,12 @@ void run_chunk(self_ptr self) {
   if (st.gen->idle()) {
     if (st.draining) {
       st.draining = false;
-      enter(self, "interrupted", interrupted(self));
+      enter(self, rollouter_state::interrupted, interrupted(self));
       st.drain_promise.deliver(int64_t{0});
       push_progress(self);
       return;
     }
-    enter(self, "idle", idle(self));
+    enter(self, rollouter_state::idle, idle(self));
     push_progress(self);  // the controller's view (and its watchdog's report) shows the idle
     request_work(self);
     return;
@@ -271,7 +288,7 @@ auto on_load(self_ptr self) {
     }
     st.weights = w;
     st.gen->set_version(w.version);
-    enter(self, "syncing", syncing(self));
+    enter(self, rollouter_state::syncing, syncing(self));
     return w.version;
   };
 }
@@ -290,7 +307,7 @@ auto resume_when_paused(self_ptr self) {
     auto& st = self->state;
     if (st.pauses > 0) --st.pauses;
     if (st.pauses > 0) return;
-    enter(self, "resuming", resuming(self));
+    enter(self, rollouter_state::resuming, resuming(self));
     self->send(self, gen_atom::value);
   };
 }
@@ -301,7 +318,7 @@ rollouter_actor::behavior_type idle(self_ptr self) {
       [](gen_atom) {},
       [self](pause_atom) -> caf::result<int64_t> {
         ++self->state.pauses;
-        enter(self, "interrupted", interrupted(self));
+        enter(self, rollouter_state::interrupted, interrupted(self));
         return int64_t{0};
       },
       on_load(self),
@@ -324,7 +341,7 @@ rollouter_actor::behavior_type generating(self_ptr self) {
             if (!r.request.tokens.empty()) ++st.interruptions;
             st.held.push_back(std::move(r.request));
           }
-          enter(self, "interrupted", interrupted(self));
+          enter(self, rollouter_state::interrupted, interrupted(self));
           push_progress(self);
           return static_cast<int64_t>(st.held.size());
         }
@@ -363,9 +380,9 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         for (auto& r : st.held)
           st.gen->submit(std::move(r));
         st.held.clear();
-        enter(self, "generating", generating(self));
+        enter(self, rollouter_state::generating, generating(self));
         if (st.gen->idle()) {
-          enter(self, "idle", idle(self));
+          enter(self, rollouter_state::idle, idle(self));
           push_progress(self);
           request_work(self);
           return;
@@ -374,7 +391,7 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
       },
       [self](pause_atom) -> caf::result<int64_t> {
         ++self->state.pauses;
-        enter(self, "interrupted", interrupted(self));
+        enter(self, rollouter_state::interrupted, interrupted(self));
         return static_cast<int64_t>(self->state.held.size());
       },
       on_load(self),
