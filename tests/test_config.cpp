@@ -404,4 +404,11 @@ TEST(ConfigParams, ScheduleTakesTheSectionAndTheBatchSizes) {
   EXPECT_EQ(d.total_steps, fresh.total_steps);
 }
 
+TEST(Config, CafThreadsIsAKey) {
+  EXPECT_EQ(load_config("", {})->cfg.runtime.caf_threads, 0);
+  EXPECT_EQ(load_config("", {"runtime.caf_threads=3"})->cfg.runtime.caf_threads, 3);
+  auto msg = error_of("runtime:\n  caf_threads: -1\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:2: key 'runtime.caf_threads': must be >= 0 (got -1)")) << msg;
+}
+
 }  // namespace

@@ -68,9 +68,9 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
     register_message_types(sys_cfg);
     // The compute roles have their own threads; the cooperative ones (controller, queue, reward,
     // synchronizer) do little work, so one scheduler thread is enough and leaves the cores to
-    // the compute. Env var ASYNCRL_CAF_THREADS overrides it for experiments.
-    const char* caf_threads = std::getenv("ASYNCRL_CAF_THREADS");
-    sys_cfg.set("scheduler.max-threads", size_t(caf_threads ? std::atoi(caf_threads) : 1));
+    // the compute. runtime.caf_threads overrides it for experiments.
+    const auto caf_threads = cfg.runtime.caf_threads > 0 ? cfg.runtime.caf_threads : 1;
+    sys_cfg.set("scheduler.max-threads", static_cast<size_t>(caf_threads));
     caf::actor_system sys{sys_cfg};
     auto ctrl = spawn_controller(sys, ca);
     caf::scoped_actor self{sys};

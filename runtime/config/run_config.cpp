@@ -256,6 +256,10 @@ void bind_runtime(config_schema& s, runtime_section& runtime) {
           return std::string("expected cpu, cuda or cuda:N");
         });
   s.add("runtime.threads", &runtime.threads, "torch threads; 0 = all cores", non_negative_int());
+  s.add("runtime.caf_threads", &runtime.caf_threads,
+        "CAF scheduler threads of the cooperative actors (controller, queue, reward, "
+        "synchronizer; the compute roles have their own); 0 = one",
+        non_negative_int());
   s.add("runtime.eval_before", &runtime.eval_before, "train: evaluate the starting model");
   s.add("runtime.eval_after", &runtime.eval_after, "train: evaluate the final model");
   s.add("runtime.progress_timeout_s", &runtime.progress_timeout_s,

@@ -156,6 +156,7 @@ struct runtime_section {
   std::string run_dir = "runs/demo";
   std::string device = "cpu";  // cpu, cuda, cuda:N
   int64_t threads = 0;         // torch intra-op threads; 0 = all cores
+  int64_t caf_threads = 0;     // CAF scheduler threads of the cooperative actors; 0 = one
   std::string log_level = "info";
   bool eval_before = true;           // train: evaluate the starting model on the test split
   bool eval_after = true;            // train: evaluate the final model on the test split
