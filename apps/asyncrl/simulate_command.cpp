@@ -1,6 +1,7 @@
 #include "apps/asyncrl/simulate_command.hpp"
 
 #include "apps/asyncrl/reports.hpp"
+#include "runtime/config/params.hpp"
 #include "runtime/config/run_config.hpp"
 #include "runtime/scheduling/simulator.hpp"
 
