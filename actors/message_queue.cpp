@@ -24,7 +24,7 @@ struct credit_request {
 };
 
 struct pull_request {
-  int32_t version = 0;
+  int64_t version = 0;
   int64_t min = 1, max = 1;
   caf::typed_response_promise<delivery> promise;
 };
@@ -80,12 +80,12 @@ struct queue_state {
 
 using queue_ptr = queue_actor::stateful_pointer<queue_state>;
 
-int32_t oldest_version(const scored_group& g) {
-  int32_t v = INT32_MAX;
+int64_t oldest_version(const scored_group& g) {
+  int64_t v = INT64_MAX;
   for (auto& s : g.samples)
     for (auto t : s.versions)
       v = std::min(v, t);
-  return v == INT32_MAX ? 0 : v;
+  return v == INT64_MAX ? 0 : v;
 }
 
 // Answers held credit requests in arrival order while the rules allow; a worker whose share
@@ -119,7 +119,7 @@ void serve_pull(queue_ptr self) {
   const auto version = st.pull->version;
   if (eta >= 0) {
     for (auto it = st.queue.begin(); it != st.queue.end();) {
-      const int32_t staleness = version - oldest_version(*it);
+      const int64_t staleness = version - oldest_version(*it);
       if (staleness <= eta) {
         ++it;
         continue;
@@ -145,7 +145,7 @@ void serve_pull(queue_ptr self) {
   }
   delivery d;
   while (!st.queue.empty() && static_cast<int64_t>(d.groups.size()) < st.pull->max) {
-    const int32_t staleness = version - oldest_version(st.queue.front());
+    const int64_t staleness = version - oldest_version(st.queue.front());
     st.counters.max_delivered_staleness = std::max(st.counters.max_delivered_staleness, staleness);
     d.groups.push_back(std::move(st.queue.front()));
     st.queue.pop_front();
@@ -190,7 +190,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         serve_pull(self);
         finish_stop(self);
       },
-      [self](pull_atom, int32_t version, int64_t min, int64_t max) -> caf::result<delivery> {
+      [self](pull_atom, int64_t version, int64_t min, int64_t max) -> caf::result<delivery> {
         auto& st = self->state;
         if (st.stopped) return delivery{{}, st.stats()};
         if (st.pull)
@@ -203,7 +203,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         serve_credits(self);  // a new trainer version can raise AReaL's capacity
         return promise;
       },
-      [self](synced_atom, int32_t version) {
+      [self](synced_atom, int64_t version) {
         auto& st = self->state;
         st.counters.published_version = version;
         st.adm->on_sync();

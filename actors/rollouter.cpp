@@ -278,7 +278,7 @@ auto on_stop(self_ptr self) {
 }
 
 auto on_load(self_ptr self) {
-  return [self](load_atom, weight_snapshot& w) -> caf::result<int32_t> {
+  return [self](load_atom, weight_snapshot& w) -> caf::result<int64_t> {
     auto& st = self->state;
     if (!st.paused()) return caf::skip;  // a load always follows a pause; wait for it
     try {

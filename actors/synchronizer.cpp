@@ -74,7 +74,7 @@ void load_all(sync_ptr self, const std::shared_ptr<sync_run>& run) {
   for (auto& r : st.args.rollouters)
     self->request(r, timeout, load_atom::value, run->job.weights)
         .then(
-            [self, run](int32_t) {
+            [self, run](int64_t) {
               if (run->failed) return;
               if (++run->replies == self->state.args.rollouters.size()) {
                 // Every rollouter holds the new weights: a new staleness window opens.

@@ -28,7 +28,7 @@ double ms_between(clock::time_point a, clock::time_point b) {
 struct step_acc {
   double reward_sum = 0;
   int64_t samples = 0, correct = 0, stale = 0, partial = 0, failures = 0;
-  int32_t max_span = 0;
+  int64_t max_span = 0;
   int64_t filtered = 0, groups = 0;
   int64_t response_tokens = 0;  // of non-filtered groups: 0 means nothing to train on
   double idle_ms = 0;
@@ -46,7 +46,7 @@ struct trainer_state {
   std::deque<scored_group> step_groups;
   std::vector<const scored_sample*> pending;
   int64_t step = 0, groups_in_step = 0, steps_in_sync = 0;
-  int32_t prox_version = 0;      // the weights in the old/proximal model
+  int64_t prox_version = 0;      // the weights in the old/proximal model
   int64_t delivered = 0;         // groups received from the queue, all of them
   double eval_time_s = 0;        // spent in eval.every_steps evaluations
   CausalLM eval_model{nullptr};  // float32 copy of the policy for those evaluations
@@ -117,7 +117,7 @@ void consume(trainer_ptr self, const scored_group& g) {
     ++st.acc.filtered;
     return;
   }
-  const int32_t v = st.pt->version();
+  const int64_t v = st.pt->version();
   for (auto& s : g.samples) {
     st.acc.reward_sum += s.reward;
     st.acc.correct += s.reward >= 1.0 ? 1 : 0;

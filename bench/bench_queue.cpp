@@ -64,7 +64,7 @@ void produce(caf::event_based_actor* self, queue_actor q, std::shared_ptr<const 
 // Pulls until `n` groups arrived, then answers the pending promise with the max queue depth.
 void consume(caf::event_based_actor* self, queue_actor q, int64_t n, std::shared_ptr<int64_t> got,
              std::shared_ptr<int64_t> max_depth, caf::response_promise rp) {
-  self->request(q, caf::infinite, pull_atom::value, int32_t{0}, int64_t{1}, kPullMax)
+  self->request(q, caf::infinite, pull_atom::value, int64_t{0}, int64_t{1}, kPullMax)
       .then(
           [=](delivery& d) mutable {
             *got += static_cast<int64_t>(d.groups.size());

@@ -30,8 +30,8 @@ queue_actor fake_queue(caf::actor_system& sys) {
         [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
         [](abandon_atom, int32_t, int64_t) {},
         [](put_atom, scored_group&) {},
-        [](pull_atom, int32_t, int64_t, int64_t) -> delivery { return {}; },
-        [](synced_atom, int32_t) {},
+        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
+        [](synced_atom, int64_t) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -52,7 +52,7 @@ rollouter_actor fake_rollouter(caf::actor_system& sys, const model_config& cfg) 
         [](start_atom) {},
         [](gen_atom) {},
         [](pause_atom) -> int64_t { return 0; },
-        [self](load_atom, weight_snapshot& w) -> caf::result<int32_t> {
+        [self](load_atom, weight_snapshot& w) -> caf::result<int64_t> {
           try {
             load_snapshot(*self->state.model, w, /*alias=*/true);
           } catch (const std::exception& e) {
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     auto q = fake_queue(sys);
     auto sync = spawn_synchronizer(sys, synchronizer_args{env, rs, q, ctrl});
 
-    int32_t version = 0;
+    int64_t version = 0;
     int64_t bytes = 0;
     bool ok = true;
     auto publish = [&] {

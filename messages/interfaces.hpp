@@ -19,7 +19,7 @@ using rollouter_actor = caf::typed_actor<
     caf::reacts_to<start_atom>,                  // begin pulling work
     caf::reacts_to<gen_atom>,                    // (self) one decode chunk
     caf::replies_to<pause_atom>::with<int64_t>,  // stop at a token boundary (or drain)
-    caf::replies_to<load_atom, weight_snapshot>::with<int32_t>,  // load weights -> version
+    caf::replies_to<load_atom, weight_snapshot>::with<int64_t>,  // load weights -> version
     caf::reacts_to<resume_atom>,                                 // continue under the new weights
     caf::replies_to<stop_atom>::with<rollout_counts>>;
 
@@ -39,8 +39,8 @@ using queue_actor = caf::typed_actor<
     caf::replies_to<credit_atom, int32_t, int64_t>::with<int64_t>,  // worker, wanted groups
     caf::reacts_to<abandon_atom, int32_t, int64_t>,  // worker, admitted groups never finished
     caf::reacts_to<put_atom, scored_group>,
-    caf::replies_to<pull_atom, int32_t, int64_t, int64_t>::with<delivery>,  // version, min, max
-    caf::reacts_to<synced_atom, int32_t>,  // new weights are on every rollouter
+    caf::replies_to<pull_atom, int64_t, int64_t, int64_t>::with<delivery>,  // version, min, max
+    caf::reacts_to<synced_atom, int64_t>,  // new weights are on every rollouter
     caf::replies_to<stats_atom>::with<queue_stats>,
     caf::replies_to<stop_atom, int64_t>::with<queue_stats>>;
 

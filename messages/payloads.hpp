@@ -29,7 +29,7 @@ struct rollout_progress {
   int64_t groups_completed = 0;
   double busy_ms = 0;  // time spent decoding or prefilling
   double idle_ms = 0;  // time with nothing to generate (no credit, paused, waiting)
-  int32_t version = 0;
+  int64_t version = 0;
   std::string state;
 };
 
@@ -46,8 +46,8 @@ struct queue_stats {
   int64_t window_budget = 0;
   int64_t carried = 0;
   int64_t capacity = 0;
-  int32_t published_version = 0;
-  int32_t max_delivered_staleness = 0;
+  int64_t published_version = 0;
+  int64_t max_delivered_staleness = 0;
   // What the queue is waiting on right now (the progress watchdog reports it).
   int64_t credit_requests_waiting = 0;  // rollouters' requests held for admission budget
   int64_t pull_waiting_min = 0;         // groups the trainer's waiting pull needs; 0 = none
@@ -67,7 +67,7 @@ struct delivery {
 
 /// What one weight sync did.
 struct sync_report {
-  int32_t version = 0;
+  int64_t version = 0;
   double time_ms = 0;
   int64_t bytes = 0;
   int32_t workers = 0;
@@ -79,14 +79,14 @@ struct sync_report {
 /// Per-step metrics from the trainer; the controller adds the run-wide fields.
 struct step_report {
   int64_t step = 0;
-  int32_t policy_version = 0;
+  int64_t policy_version = 0;
   update_stats update;  // the optimizer step's own metrics (runtime/train/update_stats.hpp)
   double reward_mean = 0;
   double accuracy = 0;
   int64_t samples = 0;
   int64_t stale_samples = 0;
   double partial_ratio = 0;
-  int32_t max_partial_span = 0;
+  int64_t max_partial_span = 0;
   int64_t groups_trained = 0;
   int64_t filtered_groups = 0;
   int64_t reward_failures = 0;
@@ -96,7 +96,7 @@ struct step_report {
   int64_t sync_bytes = 0;
   double params_checksum = 0;
   queue_stats queue;
-  int32_t prox_version = 0;         // weights of the old/proximal model in this step
+  int64_t prox_version = 0;         // weights of the old/proximal model in this step
   int64_t out_of_order_groups = 0;  // consumed after a group with a larger id (arrival order)
   double eval_accuracy = -1;        // eval.every_steps: greedy test accuracy; -1 = not this step
   double eval_time_s = 0;           // eval.every_steps: time spent evaluating so far
@@ -127,7 +127,7 @@ struct trainer_counts {
   int64_t held = 0;  // received, not yet trained
   int64_t steps = 0;
   int64_t skipped_steps = 0;
-  int32_t version = 0;
+  int64_t version = 0;
 };
 
 // inspect() --------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ struct log_t {
   std::vector<scored_group> groups;
   std::vector<std::string> failures;
   std::vector<prompt_task> regenerate;
-  std::vector<int32_t> synced;
+  std::vector<int64_t> synced;
   int64_t credits_asked = 0;
 };
 using log_ptr = std::shared_ptr<log_t>;
@@ -71,8 +71,8 @@ queue_actor fake_queue(test::coordinated_system& cs, log_ptr log, int64_t budget
         },
         [](abandon_atom, int32_t, int64_t) {},
         [](put_atom, scored_group&) {},
-        [](pull_atom, int32_t, int64_t, int64_t) -> delivery { return {}; },
-        [log](synced_atom, int32_t v) { log->synced.push_back(v); },
+        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
+        [log](synced_atom, int64_t v) { log->synced.push_back(v); },
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -108,7 +108,7 @@ rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::s
               }
               return int64_t{0};
             },
-            [=](load_atom, weight_snapshot& w) -> int32_t {
+            [=](load_atom, weight_snapshot& w) -> int64_t {
               log->events.push_back(name + " load v" + std::to_string(w.version));
               return w.version;
             },
@@ -130,7 +130,7 @@ env_ptr tiny_env(const std::vector<std::string>& overrides) {
       tok, /*detached=*/false);
 }
 
-weight_snapshot tiny_weights(const env_ptr& env, int32_t version, uint64_t seed) {
+weight_snapshot tiny_weights(const env_ptr& env, int64_t version, uint64_t seed) {
   auto m = init_causal_lm(env->model, 0.1, seed, torch::kCPU);
   return snapshot_weights(*m, version);
 }
@@ -167,7 +167,7 @@ TEST(SynchronizerUnit, PausesLoadsAndResumesEveryRollouterInOrder) {
   EXPECT_TRUE(contains({e[0], e[1]}, "a pause") && contains({e[0], e[1]}, "b pause"));
   EXPECT_TRUE(contains({e[2], e[3]}, "a load v4") && contains({e[2], e[3]}, "b load v4"));
   EXPECT_TRUE(contains({e[4], e[5]}, "a resume") && contains({e[4], e[5]}, "b resume"));
-  EXPECT_EQ(log->synced, std::vector<int32_t>{4});
+  EXPECT_EQ(log->synced, std::vector<int64_t>{4});
   EXPECT_TRUE(log->failures.empty());
 }
 
@@ -227,7 +227,7 @@ TEST(RollouterUnit, PartialRolloutIsInterruptedSyncedAndResumed) {
   auto w1 = tiny_weights(env, 1, 2);
   // A load while generating is deferred (skip), not applied under the running requests...
   cs.sys().spawn([=](caf::event_based_actor* self) {
-    self->request(r, caf::infinite, load_atom::value, w1).then([=](int32_t v) {
+    self->request(r, caf::infinite, load_atom::value, w1).then([=](int64_t v) {
       step->push_back("loaded v" + std::to_string(v));
     });
   });
@@ -279,7 +279,7 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
   auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1})}));
   auto got = std::make_shared<std::vector<int64_t>>();
   auto delivered = std::make_shared<std::optional<delivery>>();
-  auto group_at = [](uint64_t id, int32_t version) {
+  auto group_at = [](uint64_t id, int64_t version) {
     scored_group g;
     g.group_id = id;
     scored_sample s;
@@ -299,9 +299,9 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
               .then([=](int64_t m) { got->push_back(m); });
           self->send(q, put_atom::value, group_at(0, 0));
           self->send(q, put_atom::value, group_at(1, 1));
-          self->send(q, synced_atom::value, int32_t{1});
+          self->send(q, synced_atom::value, int64_t{1});
           // ...a trainer at version 2 takes what is fresh enough: group 0 (v0) is 2 > eta old.
-          self->request(q, caf::infinite, pull_atom::value, int32_t{2}, int64_t{1}, int64_t{5})
+          self->request(q, caf::infinite, pull_atom::value, int64_t{2}, int64_t{1}, int64_t{5})
               .then([=](delivery& d) { *delivered = d; });
         });
   });
@@ -327,7 +327,7 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
 
 // Publishes `versions` back to back from one requester; the reports land in `out` by version.
 void publish_all(test::coordinated_system& cs, synchronizer_actor sync, const env_ptr& env,
-                 std::vector<int32_t> versions,
+                 std::vector<int64_t> versions,
                  std::shared_ptr<std::map<int32_t, sync_report>> out) {
   std::vector<weight_snapshot> ws;
   for (auto v : versions)
@@ -421,11 +421,11 @@ TEST(RollouterUnit, ResumeOfOneSyncArrivingAfterThePauseOfTheNextDoesNotWedgeIt)
   auto r = cs.track(spawn_rollouter(
       cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 0),
                                fake_reward(cs, log), fake_controller(cs, log, {1})}));
-  auto loaded = std::make_shared<std::vector<int32_t>>();
+  auto loaded = std::make_shared<std::vector<int64_t>>();
   auto w1 = tiny_weights(env, 1, 2);
   auto w2 = tiny_weights(env, 2, 3);
   cs.sys().spawn([=](caf::event_based_actor* self) {
-    auto on_load = [=](int32_t v) { loaded->push_back(v); };
+    auto on_load = [=](int64_t v) { loaded->push_back(v); };
     self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});
     self->request(r, caf::infinite, load_atom::value, w1).then(on_load);
     self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});  // sync 2's pause
@@ -435,7 +435,7 @@ TEST(RollouterUnit, ResumeOfOneSyncArrivingAfterThePauseOfTheNextDoesNotWedgeIt)
   });
   ASSERT_TRUE(cs.run_until([&] { return loaded->size() == 2; }, 0))
       << "sync 2's load was never applied";
-  EXPECT_EQ(*loaded, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(*loaded, (std::vector<int64_t>{1, 2}));
 }
 
 TEST(RollouterUnit, ResumeWithoutALoadContinuesUnderTheOldWeights) {
@@ -484,8 +484,8 @@ queue_actor holding_queue(test::coordinated_system& cs, log_ptr log,
         },
         [](abandon_atom, int32_t, int64_t) {},
         [](put_atom, scored_group&) {},
-        [](pull_atom, int32_t, int64_t, int64_t) -> delivery { return {}; },
-        [log](synced_atom, int32_t v) { log->synced.push_back(v); },
+        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
+        [log](synced_atom, int64_t v) { log->synced.push_back(v); },
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -518,7 +518,7 @@ TEST(RollouterUnit, CreditArrivingDuringADrainStartsNoNewTask) {
   // The held group starts after the sync.
   auto w1 = tiny_weights(env, 1, 2);
   cs.sys().spawn([=](caf::event_based_actor* self) {
-    self->request(r, caf::infinite, load_atom::value, w1).then([=](int32_t) {
+    self->request(r, caf::infinite, load_atom::value, w1).then([=](int64_t) {
       self->send<caf::message_priority::high>(r, resume_atom::value);
     });
   });

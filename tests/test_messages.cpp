@@ -351,7 +351,7 @@ TEST_F(Messages, UnregisteredTypesFailToSerialize) {
 TEST_F(Messages, SnapshotWireFormatIsVersionThenMsgpackBytes) {
   weight_snapshot w{23, make_blob()};
   auto packed = pack_weights(w);
-  int32_t version = 23;
+  int64_t version = 23;
   std::vector<char> expected;
   caf::binary_serializer sink{sys, expected};
   ASSERT_FALSE(sink(version, packed));
@@ -446,7 +446,11 @@ TEST_F(Messages, UnpackWeightsRejectsCorruptInput) {
   expect_rejected(pack_map({"a"}, {{-2, -2}}, 16), "negative dimensions with a positive product");
   for (const char* key : {"names", "shapes", "data"})
     expect_rejected(pack_map({"a"}, {{2}}, 8, key), key);
-  expect_rejected(pack_map({"a"}, {{2}}, 8, "", int64_t{1} << 40), "version out of int32 range");
+  expect_rejected(pack_map({"a"}, {{2}}, 8, "", -1), "negative version");
+  // Versions are int64 end to end: one past int32 survives the round trip.
+  const int64_t big = (int64_t{1} << 31) + 5;
+  auto packed = pack_map({"a"}, {{2}}, 8, "", big);
+  EXPECT_EQ(unpack_weights(packed.data(), packed.size()).version, big);
   expect_rejected(pack_map(7, {}, 0), "names not an array");
   expect_rejected(pack_values(std::map<int, int>{{1, 2}}), "a key that is not a string");
   expect_rejected(pack_values(std::map<std::string, std::vector<float>>{
@@ -462,7 +466,7 @@ TEST_F(Messages, UnpackWeightsRejectsShapesWhoseSizeOverflows) {
 TEST_F(Messages, CorruptSnapshotIsADeserializationErrorNotAnException) {
   std::vector<char> buf;
   caf::binary_serializer sink{sys, buf};
-  ASSERT_FALSE(sink(int32_t{3}, pack_map({"a"}, {{3}}, 8)));  // data one float short
+  ASSERT_FALSE(sink(int64_t{3}, pack_map({"a"}, {{3}}, 8)));  // data one float short
   weight_snapshot y;
   caf::binary_deserializer source{sys, buf};
   caf::error err;

@@ -11,10 +11,10 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/train/losses.hpp"
-#include "runtime/model/model.hpp"
-#include "runtime/train/policy_trainer.hpp"
 #include "runtime/common/rng.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/train/losses.hpp"
+#include "runtime/train/policy_trainer.hpp"
 #include "tests/tiny_model.hpp"
 
 using namespace asyncrl;
@@ -22,7 +22,7 @@ using namespace asyncrl;
 namespace {
 
 constexpr int kGroups = 3, kG = 4;
-constexpr int32_t kVersion = 2;  // the trainer's version; tokens are 0, 1 or 2 steps stale
+constexpr int64_t kVersion = 2;  // the trainer's version; tokens are 0, 1 or 2 steps stale
 
 CausalLM fresh_policy() {
   return init_causal_lm(test::tiny_model_config(), 0.3, 11, torch::kCPU);

@@ -11,11 +11,11 @@
 #include <iostream>
 #include <numeric>
 
+#include "runtime/common/rng.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/train/packing.hpp"
 #include "runtime/train/policy_trainer.hpp"
-#include "runtime/common/rng.hpp"
 #include "tests/tiny_model.hpp"
 
 using namespace asyncrl;
@@ -23,7 +23,7 @@ using namespace asyncrl;
 namespace {
 
 // `groups` prompts with `G` responses each; token ids, lengths and advantages from `seed`.
-std::vector<scored_sample> make_samples(int groups, int G, uint64_t seed, int32_t version = 0) {
+std::vector<scored_sample> make_samples(int groups, int G, uint64_t seed, int64_t version = 0) {
   rng_stream rng(seed, 1, 1);
   uint64_t c = 0;
   auto draw = [&](int lo, int hi) { return lo + static_cast<int>(rng.bits(c++) % (hi - lo + 1)); };
@@ -498,11 +498,11 @@ TEST_P(LoglinearPrecision, TrainerUsesPerTokenVersionsOfPartialRollouts) {
     double tokens = 0;
     for (size_t m = 0; m < samples.size(); ++m) {
       const auto& s = samples[m];
-      int32_t dmax = 0;
+      int64_t dmax = 0;
       for (auto v : s.versions)
         dmax = std::max(dmax, t.version() - v);
       for (size_t j = 0; j < s.response.size(); ++j, ++tokens) {
-        const int32_t d = per_token ? t.version() - s.versions[j] : dmax;
+        const int64_t d = per_token ? t.version() - s.versions[j] : dmax;
         alpha[m][j] = d == 0 ? 0.0 : 1.0 / d;
       }
     }

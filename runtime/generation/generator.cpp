@@ -7,9 +7,9 @@
 #include <limits>
 #include <map>
 
-#include "runtime/model/model.hpp"
 #include "runtime/common/rng.hpp"
 #include "runtime/generation/sampler.hpp"
+#include "runtime/model/model.hpp"
 
 namespace asyncrl {
 
@@ -53,7 +53,7 @@ struct generator::impl {
   std::deque<gen_request> waiting;
   std::vector<slot> active;
   std::vector<gen_result> finished;  // collected during a step, handed out at its end
-  int32_t version = 0;
+  int64_t version = 0;
   generator_stats stats;
 
   impl(std::shared_ptr<CausalLMImpl> m, generator_options o) : model(std::move(m)), opt(o) {
@@ -314,10 +314,10 @@ std::vector<gen_result> generator::interrupt() {
   return std::exchange(m.finished, {});
 }
 
-void generator::set_version(int32_t v) {
+void generator::set_version(int64_t v) {
   impl_->version = v;
 }
-int32_t generator::version() const {
+int64_t generator::version() const {
   return impl_->version;
 }
 size_t generator::num_active() const {

@@ -28,7 +28,7 @@ struct gen_request {
   std::vector<int32_t> prompt;
   std::vector<int32_t> tokens;    // response tokens so far
   std::vector<float> logprobs;    // log-prob of each token under the weights that sampled it
-  std::vector<int32_t> versions;  // weight version that sampled each token
+  std::vector<int64_t> versions;  // weight version that sampled each token
   int32_t max_new_tokens = 64;
   sampling_params sampling;
   int32_t interruptions = 0;  // how often this response was stopped and resumed
@@ -91,8 +91,8 @@ class generator {
   std::vector<gen_result> interrupt();
 
   /// The weight version stamped on tokens sampled from now on.
-  void set_version(int32_t v);
-  int32_t version() const;
+  void set_version(int64_t v);
+  int64_t version() const;
 
   size_t num_active() const;
   size_t num_waiting() const;

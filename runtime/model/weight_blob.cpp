@@ -42,7 +42,8 @@ weight_snapshot unpack_weights(const char* data, size_t size) {
       const auto& kv = obj.via.map.ptr[i];
       auto key = kv.key.as<std::string>();
       if (key == "version") {
-        w.version = kv.val.as<int32_t>();
+        w.version = kv.val.as<int64_t>();
+        if (w.version < 0) throw std::runtime_error("weights: negative version");
       } else if (key == "names") {
         blob->names = kv.val.as<std::vector<std::string>>();
         have_names = true;

@@ -21,7 +21,7 @@ struct weight_blob {
 };
 
 struct weight_snapshot {
-  int32_t version = 0;
+  int64_t version = 0;
   std::shared_ptr<const weight_blob> blob;
 };
 

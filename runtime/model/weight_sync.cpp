@@ -8,7 +8,7 @@
 
 namespace asyncrl {
 
-weight_snapshot snapshot_weights(const CausalLMImpl& model, int32_t version) {
+weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version) {
   auto blob = std::make_shared<weight_blob>();
   auto params = model.ordered_parameters();
   int64_t total = 0;

@@ -11,7 +11,7 @@ namespace asyncrl {
 class CausalLMImpl;
 
 /// Copies the model's parameters (float32, ordered_parameters() order) into a new snapshot.
-weight_snapshot snapshot_weights(const CausalLMImpl& model, int32_t version);
+weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version);
 
 /// Loads a snapshot into the model, checking names and shapes. With `alias` on a float32 CPU
 /// model the parameters are pointed at the snapshot's buffer (no copy; the caller keeps the

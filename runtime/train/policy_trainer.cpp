@@ -112,13 +112,13 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   // float32-rounded copy (1e-8 relative).
   std::vector<float> behav(M * L, 0.f);
   std::vector<double> adv(M * L, 0.0);
-  std::vector<int32_t> stale(M * L, 0);
+  std::vector<int64_t> stale(M * L, 0);
   for (int64_t m = 0; m < M; ++m) {
     const auto* s = micro[m];
     for (size_t j = 0; j < s->response.size(); ++j) {
       behav[m * L + j] = s->logprobs[j];
       adv[m * L + j] = s->advantage;
-      int32_t d = version_ - s->versions[j];
+      const int64_t d = version_ - s->versions[j];
       if (d < 0)
         throw std::invalid_argument("sample " + std::to_string(s->uid) +
                                     " has a token of version " + std::to_string(s->versions[j]) +

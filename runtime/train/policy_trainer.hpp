@@ -45,8 +45,8 @@ class policy_trainer {
   std::vector<at::Tensor> pending_gradient() const;
 
   /// Successful optimizer steps so far: the version of the current policy weights.
-  int32_t version() const { return version_; }
-  void set_version(int32_t v) { version_ = v; }
+  int64_t version() const { return version_; }
+  void set_version(int64_t v) { version_ = v; }
   int64_t skipped_steps() const { return optimizer_->skipped_steps(); }
   CausalLM policy() const { return policy_; }
   CausalLM old_policy() const { return old_; }
@@ -71,14 +71,14 @@ class policy_trainer {
 
   std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode)
   std::vector<at::Tensor> grad64_lo_;  // float64 weights only: their TwoSum error terms
-  int32_t version_ = 0;
+  int64_t version_ = 0;
   int64_t steps_taken_ = 0;
   // Accumulated over the current mini-batch.
   double loss_sum_ = 0, kl_sum_ = 0, entropy_sum_ = 0, clipped_ = 0, dual_clipped_ = 0;
   double weight_sum_ = 0;
   double weight_min_ = 0, weight_max_ = 0;
   int64_t tokens_ = 0, kept_ = 0, samples_ = 0, processed_ = 0;
-  int32_t staleness_max_ = 0;
+  int64_t staleness_max_ = 0;
   double prox_ms_ = 0;
 };
 

@@ -17,7 +17,7 @@ struct scored_sample {
   std::vector<int32_t> prompt;
   std::vector<int32_t> response;
   std::vector<float> logprobs;    // behaviour log-probs from the generator, per response token
-  std::vector<int32_t> versions;  // weight version that generated each token
+  std::vector<int64_t> versions;  // weight version that generated each token
   double reward = 0.0;
   double advantage = 0.0;
   int32_t interruptions = 0;   // times this response was interrupted and resumed

@@ -21,7 +21,7 @@ struct update_stats {
   int64_t tokens_trained = 0;    // response tokens in the loss
   int64_t samples_trained = 0;   // responses in the loss
   int64_t tokens_processed = 0;  // tokens through the policy forward (after packing)
-  int32_t staleness_max = 0;     // max over tokens of version - token version
+  int64_t staleness_max = 0;     // max over tokens of version - token version
   double grad_norm = 0;
   bool skipped = false;
   double lr = 0;
