@@ -93,7 +93,7 @@ struct reward_section {
   std::string prefix;  // prefix: the string a rewarded response starts with
 };
 
-/// Scheduling of generation and training (seed 000 Algorithm 1, seed 003, seed 004).
+/// Scheduling of generation and training (docs/algorithms.md §12-§14).
 struct async_section {
   async_mode mode = async_mode::periodic;
   bool colocate = true;                     // sync: both phases use every core, in turn
@@ -115,7 +115,7 @@ struct eval_section {
   int64_t every_steps = 0;  // train: greedy eval on the test split every n steps; 0 = off
 };
 
-/// The RL objective: advantages, policy loss and the proximal policy (seed 000, 001, 004).
+/// The RL objective: advantages, policy loss and the proximal policy (docs/algorithms.md §2-§8).
 struct algorithm_section {
   advantage_estimator adv_estimator = advantage_estimator::grpo;
   bool filter_groups = false;  // skip groups whose rewards are all equal (counted)

@@ -11,7 +11,6 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/config/run_config.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/train/losses.hpp"
 #include "runtime/train/lr_schedule.hpp"
