@@ -117,28 +117,22 @@ void serve_pull(queue_ptr self) {
   if (!st.pull) return;
   const auto eta = st.args.env->plan.admission.max_staleness;
   const auto version = st.pull->version;
-  if (eta >= 0) {
-    for (auto it = st.queue.begin(); it != st.queue.end();) {
-      const int64_t staleness = version - oldest_version(*it);
-      if (staleness <= eta) {
-        ++it;
-        continue;
-      }
-      ++st.counters.dropped_stale;
-      st.adm->on_dropped();
-      if (st.args.env->cfg.async_training.stale_policy == stale_action::regenerate &&
-          !it->samples.empty()) {
-        prompt_task t;
-        t.prompt_index = it->prompt_index;
-        t.prompt = it->samples.front().prompt;
-        t.ground_truth = it->ground_truth;
-        ++st.counters.regenerated;
-        self->send(st.args.controller, regen_atom::value, std::move(t));
-      }
-      spdlog::debug("queue: group {} dropped, staleness {} > eta {}", it->group_id, staleness, eta);
-      it = st.queue.erase(it);
-    }
-  }
+  drop_stale(
+      st.queue, version, eta, [](const scored_group& g) { return oldest_version(g); },
+      [&](const scored_group& g, int64_t staleness) {
+        ++st.counters.dropped_stale;
+        st.adm->on_dropped();
+        if (st.args.env->cfg.async_training.stale_policy == stale_action::regenerate &&
+            !g.samples.empty()) {
+          prompt_task t;
+          t.prompt_index = g.prompt_index;
+          t.prompt = g.samples.front().prompt;
+          t.ground_truth = g.ground_truth;
+          ++st.counters.regenerated;
+          self->send(st.args.controller, regen_atom::value, std::move(t));
+        }
+        spdlog::debug("queue: group {} dropped, staleness {} > eta {}", g.group_id, staleness, eta);
+      });
   if (static_cast<int64_t>(st.queue.size()) < st.pull->min) {
     serve_credits(self);  // drops freed capacity
     return;

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "runtime/scheduling/admission.hpp"
 
@@ -377,6 +379,47 @@ TEST(Admission, RandomSequencesKeepInvariantsAndMatchModel) {
   EXPECT_GT(limited[0], 100);
   EXPECT_GT(limited[1], 100);
   EXPECT_GT(limited[2], 100);
+}
+
+// The delivery rule: staleness == eta is kept, eta + 1 dropped; eta < 0 keeps everything.
+TEST(Admission, StalenessBoundKeepsEtaAndDropsEtaPlusOne) {
+  EXPECT_FALSE(over_staleness_bound(5, 3, 2));
+  EXPECT_TRUE(over_staleness_bound(5, 2, 2));
+  EXPECT_FALSE(over_staleness_bound(5, 5, 0));
+  EXPECT_TRUE(over_staleness_bound(5, 4, 0));
+  EXPECT_FALSE(over_staleness_bound(100, 0, -1));
+}
+
+// Queue entries are {id, oldest version}; the trainer is at version 10 with eta = 2.
+TEST(Admission, DropStaleErasesInOrderAndKeepsTheOrderOfSurvivors) {
+  struct group {
+    int id;
+    int64_t oldest;
+  };
+  std::deque<group> q{{0, 8}, {1, 7}, {2, 9}, {3, 6}, {4, 10}, {5, 8}};
+  std::vector<int> dropped;
+  std::vector<int64_t> staleness;
+  drop_stale(
+      q, 10, 2, [](const group& g) { return g.oldest; },
+      [&](const group& g, int64_t s) {
+        dropped.push_back(g.id);
+        staleness.push_back(s);
+      });
+  EXPECT_EQ(dropped, (std::vector<int>{1, 3}));
+  EXPECT_EQ(staleness, (std::vector<int64_t>{3, 4}));
+  std::vector<int> kept;
+  for (auto& g : q)
+    kept.push_back(g.id);
+  EXPECT_EQ(kept, (std::vector<int>{0, 2, 4, 5}));
+}
+
+TEST(Admission, DropStaleWithNegativeEtaKeepsEverything) {
+  std::deque<int64_t> q{0, -5, 3};
+  int calls = 0;
+  drop_stale(
+      q, 1000, -1, [](int64_t v) { return v; }, [&](int64_t, int64_t) { ++calls; });
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(q, (std::deque<int64_t>{0, -5, 3}));
 }
 
 }  // namespace
