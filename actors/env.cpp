@@ -16,7 +16,7 @@ env_ptr make_env(const run_config& cfg, const model_config& model, const char_to
   env->reward_fn = cfg.reward.function;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(cfg.rollout.num_workers);
-  const bool colocated = cfg.async_training.mode == async_mode::sync && cfg.async_training.colocate;
+  const bool colocated = is_colocated(cfg.async_training);
   // Colocated: generation and training take turns, each on every core (the rollout workers
   // share them). Otherwise they run at the same time and split the cores: the trainer gets its
   // share, the rollouters the rest.

@@ -66,7 +66,7 @@ sim_params sim_params_from(const run_config& cfg) {
   c.reward_ms = s.reward_ms;
   c.train_scaling = s.train_scaling;
   const int64_t total = s.devices > 0 ? s.devices : s.rollout_devices + s.train_devices;
-  p.colocated = cfg.async_training.mode == async_mode::sync && cfg.async_training.colocate;
+  p.colocated = is_colocated(cfg.async_training);
   if (p.colocated) {
     p.rollout_devices = total;  // every device generates, then every device trains
     p.train_devices = total;

@@ -108,6 +108,12 @@ struct async_section {
   int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)
 };
 
+/// Whether generation and training take turns on the same devices (colocate applies to sync
+/// mode only).
+inline bool is_colocated(const async_section& a) {
+  return a.mode == async_mode::sync && a.colocate;
+}
+
 struct eval_section {
   int64_t samples = 1;  // >1 also reports mean@N with rollout sampling
   int64_t max_new_tokens = 48;
