@@ -56,15 +56,7 @@ sim_params sim_params_from(const run_config& cfg) {
   const auto& s = cfg.simulate;
   p.prompt_tokens = s.prompt_tokens;
   p.warmup_steps = s.warmup_steps;
-  auto& c = p.costs;
-  c.decode_base_ms = s.decode_base_ms;
-  c.decode_per_seq_ms = s.decode_per_seq_ms;
-  c.prefill_per_token_ms = s.prefill_per_token_ms;
-  c.train_per_token_ms = s.train_per_token_ms;
-  c.train_step_ms = s.train_step_ms;
-  c.sync_ms = s.sync_ms;
-  c.reward_ms = s.reward_ms;
-  c.train_scaling = s.train_scaling;
+  p.costs = s.costs;
   const int64_t total = s.devices > 0 ? s.devices : s.rollout_devices + s.train_devices;
   p.colocated = is_colocated(cfg.async_training);
   if (p.colocated) {

@@ -156,17 +156,19 @@ void bind_simulate(config_schema& s, simulate_section& simulate) {
         "total devices; colocated sync uses all of them for each phase", non_negative_int());
   s.add("simulate.rollout_devices", &sm.rollout_devices, "rollout devices", positive_int());
   s.add("simulate.train_devices", &sm.train_devices, "trainer devices", positive_int());
-  s.add("simulate.decode_base_ms", &sm.decode_base_ms, "decode step, fixed part", non_negative());
-  s.add("simulate.decode_per_seq_ms", &sm.decode_per_seq_ms, "decode step, per active sequence",
+  s.add("simulate.decode_base_ms", &sm.costs.decode_base_ms, "decode step, fixed part",
         non_negative());
-  s.add("simulate.prefill_per_token_ms", &sm.prefill_per_token_ms, "prefill per context token",
-        non_negative());
-  s.add("simulate.train_per_token_ms", &sm.train_per_token_ms,
+  s.add("simulate.decode_per_seq_ms", &sm.costs.decode_per_seq_ms,
+        "decode step, per active sequence", non_negative());
+  s.add("simulate.prefill_per_token_ms", &sm.costs.prefill_per_token_ms,
+        "prefill per context token", non_negative());
+  s.add("simulate.train_per_token_ms", &sm.costs.train_per_token_ms,
         "training per response token on one device", non_negative());
-  s.add("simulate.train_step_ms", &sm.train_step_ms, "per optimizer step", non_negative());
-  s.add("simulate.sync_ms", &sm.sync_ms, "loading new weights on the rollouters", non_negative());
-  s.add("simulate.reward_ms", &sm.reward_ms, "scoring a group", non_negative());
-  s.add("simulate.train_scaling", &sm.train_scaling,
+  s.add("simulate.train_step_ms", &sm.costs.train_step_ms, "per optimizer step", non_negative());
+  s.add("simulate.sync_ms", &sm.costs.sync_ms, "loading new weights on the rollouters",
+        non_negative());
+  s.add("simulate.reward_ms", &sm.costs.reward_ms, "scoring a group", non_negative());
+  s.add("simulate.train_scaling", &sm.costs.train_scaling,
         "training speed-up on the train devices; 0 = ideal", non_negative());
   s.add("simulate.prompt_tokens", &sm.prompt_tokens, "prompt length", positive_int());
   s.add("simulate.warmup_steps", &sm.warmup_steps, "steps left out of the mean",

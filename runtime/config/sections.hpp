@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/config/modes.hpp"
+#include "runtime/scheduling/sim_costs.hpp"
 #include "runtime/scheduling/workload.hpp"
 
 namespace asyncrl {
@@ -175,14 +176,7 @@ struct simulate_section {
   int64_t devices = 0;      // total; 0 = rollout_devices + train_devices
   int64_t rollout_devices = 1;
   int64_t train_devices = 1;
-  double decode_base_ms = 1.0;
-  double decode_per_seq_ms = 0.05;
-  double prefill_per_token_ms = 0.01;
-  double train_per_token_ms = 0.1;
-  double train_step_ms = 5.0;
-  double sync_ms = 1.0;
-  double reward_ms = 0.1;
-  double train_scaling = 0.0;  // 0 = ideal (train devices)
+  sim_costs costs;  // simulate.decode_base_ms ... simulate.train_scaling
   int64_t prompt_tokens = 12;
   int64_t warmup_steps = 2;
 };

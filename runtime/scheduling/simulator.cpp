@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -466,16 +467,10 @@ void load_calibration(const std::string& path, sim_params& p) {
     throw std::runtime_error(path + ": invalid JSON: " + e.what());
   }
   auto& c = p.costs;
-  auto get = [&](const char* key, double& field) {
-    if (j.contains(key)) field = j.at(key).get<double>();
-  };
-  get("decode_base_ms", c.decode_base_ms);
-  get("decode_per_seq_ms", c.decode_per_seq_ms);
-  get("prefill_per_token_ms", c.prefill_per_token_ms);
-  get("train_per_token_ms", c.train_per_token_ms);
-  get("train_step_ms", c.train_step_ms);
-  get("sync_ms", c.sync_ms);
-  get("reward_ms", c.reward_ms);
+  for_each_field(c, [&](const char* key, double& field) {
+    // train_scaling is measured per device count: a table, read below.
+    if (std::strcmp(key, "train_scaling") != 0 && j.contains(key)) field = j.at(key).get<double>();
+  });
   // Measured training speed-up on n devices (cores), e.g. {"1": 1.0, "2": 1.62}.
   auto key = std::to_string(p.train_devices);
   if (c.train_scaling == 0 && j.contains("train_scaling") && j["train_scaling"].contains(key))

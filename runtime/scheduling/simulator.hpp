@@ -13,21 +13,10 @@
 #include <vector>
 
 #include "runtime/scheduling/schedule.hpp"
+#include "runtime/scheduling/sim_costs.hpp"
 #include "runtime/scheduling/workload.hpp"
 
 namespace asyncrl {
-
-/// What compute costs, per device ("device" = a GPU, or a core on the CPU).
-struct sim_costs {
-  double decode_base_ms = 1.0;         // one decode step of a rollout device, fixed part
-  double decode_per_seq_ms = 0.05;     // ... plus this per active sequence
-  double prefill_per_token_ms = 0.01;  // prefill, per context token (once per group prompt)
-  double train_per_token_ms = 0.1;     // trainer forward + backward, per response token, 1 device
-  double train_step_ms = 5.0;          // optimizer step and snapshot, per step
-  double sync_ms = 1.0;                // loading new weights on the rollouters
-  double reward_ms = 0.1;              // scoring a group
-  double train_scaling = 0.0;          // speed-up of training on all train devices; 0 = ideal
-};
 
 struct sim_params {
   schedule_plan plan;
