@@ -75,7 +75,7 @@ TEST(Simulator, FullyAsyncRespectsEtaAndPartialRolloutsMixVersions) {
                   "workload.max=64", "rollout.max_new_tokens=64", "rollout.max_batch=4"});
   auto r = simulate(p);
   ASSERT_EQ(r.steps.size(), 40u);
-  int32_t span = 0;
+  int64_t span = 0;
   int64_t stale = 0;
   for (auto& s : r.steps) {
     EXPECT_LE(s.staleness_max, 1);

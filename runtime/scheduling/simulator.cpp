@@ -20,12 +20,13 @@ struct seq {
   uint64_t group = 0;
   int32_t target = 1;
   int32_t done = 0;
-  int32_t first_version = -1, last_version = -1;
+  int64_t first_version = -1, last_version = -1;
   int32_t interruptions = 0;
 };
 
 struct sample_info {
-  int32_t first_version = 0, last_version = 0, tokens = 0, interruptions = 0;
+  int64_t first_version = 0, last_version = 0;
+  int32_t tokens = 0, interruptions = 0;
 };
 
 struct group_state {
@@ -40,7 +41,7 @@ struct device {
   int64_t groups = 0;     // admitted, not finished
   bool stepping = false, paused = false, pause_requested = false, draining = false;
   bool wants_credit = false;
-  int32_t version = 0;
+  int64_t version = 0;
   int64_t steps_in_chunk = 0;
   int32_t pending_k = 0;  // decode steps covered by the scheduled event
   double busy_ms = 0, pending_prefill_ms = 0;
@@ -82,7 +83,7 @@ class model {
           on_train_done();
           break;
         case ev::sync_loaded:
-          on_sync_loaded(static_cast<int32_t>(e.a));
+          on_sync_loaded(e.a);
           break;
       }
     }
@@ -235,8 +236,8 @@ class model {
     try_trainer();
   }
 
-  int32_t oldest(uint64_t id) {
-    int32_t v = INT32_MAX;
+  int64_t oldest(uint64_t id) {
+    int64_t v = INT64_MAX;
     for (auto& s : groups_[id].samples)
       v = std::min(v, s.first_version);
     return v;
@@ -345,7 +346,7 @@ class model {
 
   // Weight syncs -------------------------------------------------------------------------------
 
-  void start_sync(int32_t v) {
+  void start_sync(int64_t v) {
     if (sync_active_) {  // coalesce, as the synchronizer does
       pending_sync_ = v;
       return;
@@ -370,7 +371,7 @@ class model {
       push(now_ + p_.costs.sync_ms, ev::sync_loaded, sync_version_);
   }
 
-  void on_sync_loaded(int32_t v) {
+  void on_sync_loaded(int64_t v) {
     ++syncs_;
     adm_.on_sync();
     sync_active_ = false;
@@ -436,13 +437,13 @@ class model {
   std::deque<uint64_t> queue_, buffer_;
   std::vector<int64_t> mb_lens_;  // response lengths in the trainer's open micro-batch
   bool trainer_busy_ = false;
-  int32_t version_ = 0;
+  int64_t version_ = 0;
   int64_t step_ = 0, in_step_ = 0, in_sync_ = 0;
   double idle_since_ = 0, step_idle_ = 0, last_step_end_ = 0;
   sim_step step_acc_;
   std::vector<sim_step> steps_;
   bool sync_active_ = false;
-  int32_t sync_version_ = 0, pending_sync_ = -1;
+  int64_t sync_version_ = 0, pending_sync_ = -1;
   int64_t paused_count_ = 0;
   int64_t generated_ = 0, dropped_ = 0, syncs_ = 0, interruptions_ = 0;
 };

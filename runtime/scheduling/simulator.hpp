@@ -44,9 +44,9 @@ struct sim_step {
   double trainer_idle_ms = 0;
   int64_t tokens = 0;
   int64_t stale_samples = 0;
-  int32_t staleness_max = 0;
+  int64_t staleness_max = 0;
   int64_t partial_samples = 0;
-  int32_t max_partial_span = 0;
+  int64_t max_partial_span = 0;
   int64_t samples = 0;
 };
 
