@@ -5,11 +5,11 @@
 
 #include <memory>
 
-#include "runtime/model/model_config.hpp"
-#include "runtime/task/reward.hpp"
 #include "runtime/config/params.hpp"  // make_schedule, policy_trainer_params_from
 #include "runtime/config/run_config.hpp"
+#include "runtime/model/model_config.hpp"
 #include "runtime/model/tokenizer.hpp"
+#include "runtime/task/reward.hpp"
 
 namespace asyncrl {
 

@@ -10,13 +10,13 @@
 #include <ATen/Parallel.h>
 
 #include "bench/bench_util.hpp"
-#include "runtime/generation/generator.hpp"
-#include "runtime/model/model.hpp"
-#include "runtime/train/policy_trainer.hpp"
 #include "runtime/common/rng.hpp"
 #include "runtime/config/run_config.hpp"
+#include "runtime/generation/generator.hpp"
+#include "runtime/model/model.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "runtime/train/policy_trainer.hpp"
 
 using namespace asyncrl;
 

@@ -12,9 +12,9 @@
 #include <ATen/Parallel.h>
 
 #include "bench/bench_util.hpp"
+#include "runtime/config/run_config.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/model.hpp"
-#include "runtime/config/run_config.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "runtime/scheduling/workload.hpp"
 

@@ -6,10 +6,10 @@
 #include <ATen/Parallel.h>
 
 #include "bench/bench_util.hpp"
-#include "runtime/train/policy_trainer.hpp"
-#include "runtime/config/run_config.hpp"
 #include "runtime/common/rng.hpp"
+#include "runtime/config/run_config.hpp"
 #include "runtime/model/tokenizer.hpp"
+#include "runtime/train/policy_trainer.hpp"
 
 using namespace asyncrl;
 

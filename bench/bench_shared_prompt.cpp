@@ -1,5 +1,5 @@
-// Shared-prompt attention (docs/algorithms.md §11): one policy forward + backward over a group packed
-// as [prompt, r_1..r_K] vs K separate sequences, at several (Lp, Lr, K), beside the token
+// Shared-prompt attention (docs/algorithms.md §11): one policy forward + backward over a group
+// packed as [prompt, r_1..r_K] vs K separate sequences, at several (Lp, Lr, K), beside the token
 // ratio K (Lp + Lr) / (Lp + K Lr) and the attention cost ratio
 // rho = (Lp^2 + K Lr (Lp + Lr)) / (K (Lp + Lr)^2) of the reference notes. Our packed attention
 // uses a dense (T, T) mask, so its attention work is (Lp + K Lr)^2 / (K (Lp + Lr)^2) of the
@@ -12,8 +12,8 @@
 
 #include "bench/bench_util.hpp"
 #include "runtime/config/run_config.hpp"
-#include "runtime/train/policy_trainer.hpp"
 #include "runtime/model/tokenizer.hpp"
+#include "runtime/train/policy_trainer.hpp"
 
 using namespace asyncrl;
 

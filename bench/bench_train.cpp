@@ -7,10 +7,10 @@
 #include <torch/nn/functional/loss.h>
 
 #include "bench/bench_util.hpp"
-#include "runtime/model/model.hpp"
-#include "runtime/train/optimizer.hpp"
 #include "runtime/config/run_config.hpp"
+#include "runtime/model/model.hpp"
 #include "runtime/model/tokenizer.hpp"
+#include "runtime/train/optimizer.hpp"
 
 using namespace asyncrl;
 

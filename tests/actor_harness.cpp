@@ -10,8 +10,8 @@
 #include "actors/controller.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/model/model.hpp"
-#include "runtime/task/task_arith.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "runtime/task/task_arith.hpp"
 #include "tests/test_util.hpp"
 
 namespace asyncrl::test {

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "runtime/generation/generator.hpp"
-#include "runtime/model/model.hpp"
 #include "runtime/generation/sampler.hpp"
+#include "runtime/model/model.hpp"
 #include "tests/tiny_model.hpp"
 
 using namespace asyncrl;

@@ -4,9 +4,9 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/task/dataset.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/tokenizer.hpp"
+#include "runtime/task/dataset.hpp"
 
 namespace asyncrl {
 
