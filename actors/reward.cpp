@@ -26,18 +26,18 @@ reward_worker_actor::behavior_type worker_fn(
   return {
       [self, env](score_atom, std::string& text, std::string& truth,
                   uint64_t uid) -> caf::result<double> {
-        const auto& r = env->cfg.reward;
+        const auto& r = env->cfg.faults;  // injected faults (tests, asyncrl chaos)
         try {
-          if (r.inject_throw_every > 0 &&
-              (uid + 1) % static_cast<uint64_t>(r.inject_throw_every) == 0)
+          if (r.reward_throw_every > 0 &&
+              (uid + 1) % static_cast<uint64_t>(r.reward_throw_every) == 0)
             throw std::runtime_error("injected reward fault");
-          if (r.inject_hang_every > 0 &&
-              (uid + 1) % static_cast<uint64_t>(r.inject_hang_every) == 0) {
+          if (r.reward_hang_every > 0 &&
+              (uid + 1) % static_cast<uint64_t>(r.reward_hang_every) == 0) {
             // Never answers: the caller's timeout fires.
             self->state.hung.push_back(self->make_response_promise<double>());
             return self->state.hung.back();
           }
-          return score_with(env->reward_fn, r.prefix, text, truth);
+          return score_with(env->reward_fn, env->cfg.reward.prefix, text, truth);
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, e.what());
         }

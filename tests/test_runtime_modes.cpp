@@ -151,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "rollout.max_new_tokens=24", "rollout.chunk_tokens=1", "trainer.total_steps=6"}},
         mode_case{
             "reward_faults",
-            {"reward.inject_throw_every=3", "reward.inject_hang_every=7", "reward.timeout_ms=5"}}),
+            {"faults.reward_throw_every=3", "faults.reward_hang_every=7", "reward.timeout_ms=5"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(RuntimeModes, StalenessBoundsHoldInEveryStep) {
@@ -226,7 +226,7 @@ TEST(RuntimeModes, PartialRolloutsResumeAndAreTrained) {
 
 TEST(RuntimeModes, RewardFaultsScoreZeroAndAreCounted) {
   auto lc = tiny_run_config(
-      {"reward.inject_throw_every=3", "reward.inject_hang_every=5", "reward.timeout_ms=5"});
+      {"faults.reward_throw_every=3", "faults.reward_hang_every=5", "reward.timeout_ms=5"});
   auto out = run_coordinated(lc->cfg);
   ASSERT_TRUE(out.finished && out.result.ok) << out.result.error;
   EXPECT_GT(out.result.reward.failures, 0);

@@ -130,4 +130,17 @@ constexpr const auto& enum_names(train_precision) {
   return train_precision_names;
 }
 
+// supervision --------------------------------------------------------------------------------
+
+/// supervision.trainer_failure: what a crashed trainer does to the run.
+enum class trainer_failure_action {
+  fail,     // the run fails; its last checkpoint resumes it (asyncrl train --resume)
+  restart,  // the run restarts in-process from its last checkpoint (bounded like the others)
+};
+inline constexpr enum_name<trainer_failure_action> trainer_failure_action_names[] = {
+    {trainer_failure_action::fail, "fail"}, {trainer_failure_action::restart, "restart"}};
+constexpr const auto& enum_names(trainer_failure_action) {
+  return trainer_failure_action_names;
+}
+
 }  // namespace asyncrl

@@ -97,11 +97,6 @@ void bind_reward(config_schema& s, reward_section& reward) {
   s.add("reward.detached_workers", &reward.detached_workers,
         "give each scoring worker its own thread (for reward functions that block)");
   s.add("reward.timeout_ms", &reward.timeout_ms, "per-response scoring timeout", positive_int());
-  s.add("reward.inject_throw_every", &reward.inject_throw_every,
-        "fault injection: every n-th response's scoring throws; 0 = off", non_negative_int());
-  s.add("reward.inject_hang_every", &reward.inject_hang_every,
-        "fault injection: every n-th response's scoring misses its timeout; 0 = off",
-        non_negative_int());
   s.add_enum("reward.function", &reward.function,
              "math: the final answer against the ground truth; prefix: 1 iff the response "
              "starts with reward.prefix (a bandit with a known optimum, for tests)");
@@ -272,6 +267,53 @@ void bind_runtime(config_schema& s, runtime_section& runtime) {
                "log verbosity");
 }
 
+void bind_checkpoint(config_schema& s, checkpoint_section& c) {
+  s.add("checkpoint.every_steps", &c.every_steps,
+        "train: a checkpoint every n optimizer steps (sync/periodic: at the first weight sync "
+        "at or after it); 0 = only at a signal or a failure",
+        non_negative_int());
+  s.add("checkpoint.keep", &c.keep, "the newest n checkpoints are kept", positive_int());
+  s.add("checkpoint.dir", &c.dir, "checkpoint directory; empty = <run_dir>/checkpoints");
+}
+
+void bind_supervision(config_schema& s, supervision_section& sv) {
+  s.add("supervision.max_restarts", &sv.max_restarts,
+        "restarts of crashed rollouters and reward workers allowed within "
+        "supervision.restart_window_s; one more fails the run",
+        non_negative_int());
+  s.add("supervision.restart_window_s", &sv.restart_window_s,
+        "the window of supervision.max_restarts", positive());
+  s.add_enum("supervision.trainer_failure", &sv.trainer_failure,
+             "a crashed trainer: fail (resumable from the last checkpoint) or restart in-process "
+             "from the last checkpoint");
+}
+
+void bind_faults(config_schema& s, faults_section& f) {
+  auto every = [&](const char* key, int64_t* v, const char* what) {
+    s.add(key, v, std::string("fault injection: ") + what + "; 0 = off", non_negative_int());
+  };
+  every("faults.kill_rollouter_every_steps", &f.kill_rollouter_every_steps,
+        "after every n-th optimizer step a rollouter dies (round robin)");
+  every("faults.kill_reward_worker_every", &f.kill_reward_worker_every,
+        "the reward worker scoring every n-th response (by uid) dies");
+  every("faults.reward_throw_every", &f.reward_throw_every,
+        "every n-th response's scoring throws (scored 0, counted)");
+  every("faults.reward_hang_every", &f.reward_hang_every,
+        "every n-th response's scoring never answers (reward.timeout_ms scores it 0)");
+  every("faults.sync_delay_every", &f.sync_delay_every,
+        "every n-th weight sync's load is delayed by faults.sync_delay_ms");
+  every("faults.sync_delay_ms", &f.sync_delay_ms, "the delay of faults.sync_delay_every");
+  every("faults.sync_drop_every", &f.sync_drop_every,
+        "every n-th weight sync loses its load message to rollouter 0 (the sync's deadline "
+        "fires and it is retried)");
+  every("faults.slow_rollouter_ms", &f.slow_rollouter_ms,
+        "rollouter 0 waits this long before each decode chunk");
+  every("faults.crash_trainer_at_step", &f.crash_trainer_at_step,
+        "the trainer throws right after this optimizer step (once per run)");
+  every("faults.corrupt_checkpoint_at_step", &f.corrupt_checkpoint_at_step,
+        "the checkpoint written after this step is damaged on disk");
+}
+
 }  // namespace
 
 void run_config::bind(config_schema& s) {
@@ -287,6 +329,9 @@ void run_config::bind(config_schema& s) {
   bind_algorithm(s, algorithm);
   bind_trainer(s, trainer);
   bind_runtime(s, runtime);
+  bind_checkpoint(s, checkpoint);
+  bind_supervision(s, supervision);
+  bind_faults(s, faults);
 }
 
 namespace {

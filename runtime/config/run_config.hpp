@@ -23,6 +23,9 @@ struct run_config {
   workload_section workload;
   simulate_section simulate;
   runtime_section runtime;
+  checkpoint_section checkpoint;
+  supervision_section supervision;
+  faults_section faults;
 
   /// Binds every field to its dotted key with help text and checks.
   void bind(config_schema& schema);

@@ -86,10 +86,8 @@ struct rollout_section {
 /// The Reward actor's worker pool.
 struct reward_section {
   int64_t num_workers = 2;
-  int64_t timeout_ms = 5000;       // per call; a timeout scores 0 and is counted
-  bool detached_workers = false;   // a thread per worker, for reward functions that block
-  int64_t inject_throw_every = 0;  // fault injection: every n-th response (by uid) throws
-  int64_t inject_hang_every = 0;   // fault injection: every n-th response never answers in time
+  int64_t timeout_ms = 5000;      // per call; a timeout scores 0 and is counted
+  bool detached_workers = false;  // a thread per worker, for reward functions that block
   reward_function function = reward_function::math;
   std::string prefix;  // prefix: the string a rewarded response starts with
 };
@@ -168,6 +166,36 @@ struct runtime_section {
   bool eval_before = true;           // train: evaluate the starting model on the test split
   bool eval_after = true;            // train: evaluate the final model on the test split
   double progress_timeout_s = 1800;  // watchdog: no optimizer step for this long fails the run
+};
+
+/// Checkpoints of a train run (docs/fault-tolerance.md).
+struct checkpoint_section {
+  int64_t every_steps = 10;  // 0 = only at a signal or a failure; sync/periodic: at the next sync
+  int64_t keep = 2;          // the newest this many are kept
+  std::string dir;           // empty = <run_dir>/checkpoints
+};
+
+/// Restarts of failed roles, Erlang style: more than max_restarts in restart_window_s fails
+/// the run.
+struct supervision_section {
+  int64_t max_restarts = 5;
+  double restart_window_s = 60;
+  trainer_failure_action trainer_failure = trainer_failure_action::fail;
+};
+
+/// Built-in fault injection (0 = off everywhere). "every n" counts are deterministic: the same
+/// faults at the same points in every run with the same config.
+struct faults_section {
+  int64_t kill_rollouter_every_steps = 0;  // after every n-th optimizer step a rollouter dies
+  int64_t kill_reward_worker_every = 0;    // the worker scoring every n-th response dies
+  int64_t reward_throw_every = 0;          // every n-th response's scoring throws (scores 0)
+  int64_t reward_hang_every = 0;           // every n-th response's scoring never answers
+  int64_t sync_delay_every = 0;            // every n-th weight sync's load is delayed ...
+  int64_t sync_delay_ms = 0;               // ... by this long
+  int64_t sync_drop_every = 0;             // every n-th weight sync loses a load message (retried)
+  int64_t slow_rollouter_ms = 0;           // rollouter 0 waits this long before each decode chunk
+  int64_t crash_trainer_at_step = 0;       // the trainer throws after this step (once)
+  int64_t corrupt_checkpoint_at_step = 0;  // the checkpoint of this step is damaged on disk
 };
 
 /// `asyncrl simulate`: devices and per-device costs of the discrete-event model.
