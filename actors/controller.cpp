@@ -3,12 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include "actors/controller_state.hpp"
 #include "actors/errors.hpp"
 
 #include <chrono>
-#include <deque>
-#include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "actors/message_queue.hpp"
@@ -16,7 +14,6 @@
 #include "actors/rollouter.hpp"
 #include "actors/synchronizer.hpp"
 #include "actors/trainer.hpp"
-#include "runtime/common/progress.hpp"
 #include "runtime/task/epoch_order.hpp"
 #include "runtime/task/prompting.hpp"
 
@@ -62,87 +59,63 @@ std::string metrics_line(const step_report& r, double wall, int64_t tokens_gener
   return j.dump();
 }
 
-namespace {
+void controller_state::reshuffle() {
+  // From our own stream: the same order on every machine and in every mode.
+  order = epoch_order(prompts.size(), static_cast<uint64_t>(args.env->cfg.runtime.seed), epoch,
+                      kPromptOrder);
+  pos = 0;
+}
 
-using clock = std::chrono::steady_clock;
-
-struct controller_state {
-  static inline const char* name = "controller";
-  controller_args args;
-  std::vector<std::vector<int32_t>> prompts;  // encoded training prompts
-  std::vector<size_t> order;
-  size_t pos = 0;
-  int64_t epoch = 0;
-  std::deque<prompt_task> retry;  // prompts to generate again, first in line
-  uint64_t next_group = 0;
-
-  queue_actor queue;
-  reward_actor reward;
-  std::vector<rollouter_actor> rollouters;
-  synchronizer_actor sync;
-  trainer_actor trainer;
-  std::map<caf::actor_addr, std::string> roles;
-
-  caf::typed_response_promise<run_result> done;
-  bool shutting_down = false;
-  run_result result;
-  clock::time_point t0 = clock::now();
-  std::optional<clock::time_point> first_dispatch;
-  clock::time_point last_step = clock::now();  // the progress watchdog's reference
-  int64_t last_step_no = 0;
-  int64_t watchdog_seen_step = -1;
-  int watchdog_quiet_ticks = 0;
-
-  std::map<int32_t, rollout_progress> progress;
-  double prev_wall = 0;
-  std::map<int32_t, double> prev_busy;
-  int64_t prev_tokens = 0, prev_dropped = 0;
-  std::unique_ptr<std::ofstream> metrics;
-  std::unique_ptr<progress_line> bar;
-
-  void reshuffle() {
-    // From our own stream: the same order on every machine and in every mode.
-    order = epoch_order(prompts.size(), static_cast<uint64_t>(args.env->cfg.runtime.seed), epoch,
-                        kPromptOrder);
-    pos = 0;
-  }
-
-  prompt_task next_prompt() {
-    prompt_task t;
-    if (!retry.empty()) {
-      t = std::move(retry.front());
-      retry.pop_front();
-    } else {
-      if (pos == order.size()) {
-        ++epoch;
-        reshuffle();
-      }
-      auto idx = order[pos++];
-      t.prompt_index = idx;
-      t.prompt = prompts[idx];
-      t.ground_truth = args.train[idx].ground_truth;
-    }
-    t.group_id = next_group++;
+prompt_task controller_state::next_prompt() {
+  if (!retry.empty()) {  // keeps its group id: see loader_state::retry
+    auto t = std::move(retry.front());
+    retry.pop_front();
     return t;
   }
-};
+  if (pos == order.size()) {
+    ++epoch;
+    reshuffle();
+  }
+  prompt_task t;
+  auto idx = order[pos++];
+  t.prompt_index = idx;
+  t.seq = next_seq++;
+  t.prompt = prompts[idx];
+  t.ground_truth = args.train[idx].ground_truth;
+  t.group_id = next_group++;
+  return t;
+}
 
-using ctrl_ptr = controller_actor::stateful_pointer<controller_state>;
+double controller_state::wall_s() const {
+  return base.wall_time_s + std::chrono::duration<double>(ctrl_clock::now() - t0).count();
+}
+
+int64_t controller_state::tokens_generated() const {
+  int64_t n = base.tokens_generated;
+  for (auto& [w, p] : progress)
+    n += p.tokens_generated;
+  for (auto& [w, t] : tokens_of_dead)
+    n += t;
+  return n;
+}
+
+namespace {
+
+using clock = ctrl_clock;
 
 void write_report(ctrl_ptr self, const step_report& r) {
   auto& st = self->state;
-  const double wall = std::chrono::duration<double>(clock::now() - st.t0).count();
-  int64_t tokens = 0;
+  const double wall = st.wall_s();
+  const int64_t tokens = st.tokens_generated();
   double busy_delta = 0;
   for (auto& [w, p] : st.progress) {
-    tokens += p.tokens_generated;
-    busy_delta += p.busy_ms - st.prev_busy[w];
+    busy_delta += std::max(0.0, p.busy_ms - st.prev_busy[w]);
     st.prev_busy[w] = p.busy_ms;
   }
   const auto workers = static_cast<int64_t>(st.rollouters.size());
   const double span_ms = (wall - st.prev_wall) * 1000.0 * double(std::max<int64_t>(1, workers));
   const double idle = span_ms > 0 ? std::clamp(1.0 - busy_delta / span_ms, 0.0, 1.0) : 0.0;
-  const int64_t dropped = r.queue.dropped_stale - st.prev_dropped;
+  const int64_t dropped = std::max<int64_t>(0, r.queue.dropped_stale - st.prev_dropped);
   auto line = metrics_line(r, wall, tokens - st.prev_tokens, idle, dropped, workers);
   st.prev_wall = wall;
   st.prev_tokens = tokens;
@@ -169,7 +142,29 @@ void write_report(ctrl_ptr self, const step_report& r) {
 // every rollouter at once; when all of them have answered, reward, queue and trainer, following
 // the flow of groups, each asked after the previous one answered and told the number of groups
 // sent to it (see stop_role). The trainer's final weights are fetched just before its stop.
-void shutdown(ctrl_ptr self, std::string failure);
+// Adds the totals of the checkpoint this run resumed from to this process's counts (the
+// trainer restored its own counts), so that every identity holds over the whole run.
+void add_resumed_totals(controller_state& st) {
+  auto& r = st.result;
+  const auto& b = st.base;
+  r.groups_generated += b.groups_generated;
+  r.tokens_generated += b.tokens_generated;
+  r.reward.received += b.reward.received;
+  r.reward.forwarded += b.reward.forwarded;
+  r.reward.failures += b.reward.failures;
+  r.reward.timeouts += b.reward.timeouts;
+  auto& q = r.queue;
+  q.received += b.queue.received;
+  q.delivered += b.queue.delivered;
+  q.dropped_stale += b.queue.dropped_stale;
+  q.regenerated += b.queue.regenerated;
+  q.abandoned += b.queue.abandoned;
+  q.lost += b.queue.lost;
+  q.restored += b.queue.restored;
+  q.max_delivered_staleness = std::max(q.max_delivered_staleness, b.queue.max_delivered_staleness);
+  r.syncs += b.syncs;
+  r.rollouter_restarts += b.rollouter_restarts;
+}
 
 void finish_run(ctrl_ptr self) {
   auto& st = self->state;
@@ -178,12 +173,17 @@ void finish_run(ctrl_ptr self) {
     r.groups_generated += c.groups_completed;
     r.tokens_generated += c.tokens_generated;
   }
+  for (auto& [w, t] : st.tokens_of_dead)  // crashed incarnations
+    r.tokens_generated += t;
+  r.groups_generated += st.groups_of_dead;
+  add_resumed_totals(st);
   r.groups_trained = r.trainer.trained;
   r.groups_filtered = r.trainer.filtered;
   r.groups_dropped = r.queue.dropped_stale + r.trainer.filtered;
   r.groups_in_flight = r.reward.in_progress + r.queue.depth + r.trainer.held;
-  r.wall_time_s = std::chrono::duration<double>(clock::now() - st.t0).count();
+  r.wall_time_s = st.wall_s();
   if (st.bar) st.bar->finish();
+  if (!st.args.run_dir.empty()) write_ledger(self);
   if (r.ok)
     spdlog::info("run: {} steps, {} groups generated, {} trained, {} dropped, {} in flight",
                  r.steps, r.groups_generated, r.groups_trained, r.groups_dropped,
@@ -210,14 +210,17 @@ void stop_role(ctrl_ptr self, const Handle& h, Result, OnOk next, Ts... xs) {
 constexpr auto high = caf::message_priority::high;
 constexpr auto normal = caf::message_priority::normal;
 
-void shutdown(ctrl_ptr self, std::string failure) {
+}  // namespace
+
+void shutdown(ctrl_ptr self, std::string failure, run_status status) {
   auto& st = self->state;
   if (st.shutting_down) return;
   st.shutting_down = true;
   if (!failure.empty()) {
     st.result.ok = false;
+    st.result.status = status;
     st.result.error = failure;
-    spdlog::error("run failed: {}", failure);
+    if (status == run_status::failed) spdlog::error("run failed: {}", failure);
   }
   // The synchronizer goes first, so that no sync starts against stopping rollouters; the
   // rest follow the flow of groups.
@@ -273,11 +276,20 @@ void shutdown(ctrl_ptr self, std::string failure) {
         if (--*remaining == 0) step2();
       });
   };
-  stop_role<high>(self, st.sync, int64_t{}, [self, step1](int64_t* n) {
-    if (n) self->state.result.syncs = *n;
-    step1();
-  });
+  self->request<high>(st.sync, std::chrono::seconds(60), stop_atom::value)
+      .then(
+          [self, step1](int64_t syncs, int64_t retries) {
+            self->state.result.syncs = syncs;
+            self->state.result.sync_retries = retries;
+            step1();
+          },
+          [self, step1](const caf::error& e) {
+            spdlog::warn("run: the synchronizer did not answer stop: {}", self->system().render(e));
+            step1();
+          });
 }
+
+namespace {
 
 // The progress watchdog: ticks every quarter of runtime.progress_timeout_s (on the actor clock,
 // so it is deterministic under the test coordinator) and fails the run after four ticks in a row
@@ -342,17 +354,31 @@ void spawn_roles(ctrl_ptr self) {
   auto& sys = self->system();
   auto me = caf::actor_cast<controller_actor>(self);
   const auto& env = st.args.env;
-  st.queue = spawn_message_queue(sys, queue_args{env, me});
+  auto restore = st.args.resume ? std::move(st.args.resume) : std::optional<run_state>{};
+  st.args.resume.reset();
+  queue_args qa{env, me, {}, 0};
+  if (restore) {
+    qa.restored = std::move(restore->queued);
+    qa.accepted_before = restore->trainer.counts.received;
+  }
+  st.queue = spawn_message_queue(sys, std::move(qa));
   st.reward = spawn_reward(sys, reward_args{env, st.queue});
+  const auto weights = restore ? restore->trainer.rollout_weights : st.args.initial;
   for (int32_t w = 0; w < static_cast<int32_t>(env->cfg.rollout.num_workers); ++w)
     st.rollouters.push_back(
-        spawn_rollouter(sys, rollouter_args{w, env, st.args.initial, st.queue, st.reward, me}));
-  st.sync = spawn_synchronizer(sys, synchronizer_args{env, st.rollouters, st.queue, me});
-  st.trainer =
-      spawn_trainer(sys, trainer_args{env, st.args.initial, st.queue, st.sync, me, st.args.test});
-  // Linked: a child that fails takes the run down through the exit handler below, and a
-  // controller that is killed takes its children with it, so no orphan keeps the actor
-  // system from shutting down.
+        spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));
+  synchronizer_args sa{env, weights, {}, st.rollouters, st.queue, me};
+  sa.respawn = [&sys, env, queue = st.queue, reward = st.reward, me](int32_t w,
+                                                                     const weight_snapshot& v) {
+    return spawn_rollouter(sys, rollouter_args{w, env, v, queue, reward, me});
+  };
+  st.sync = spawn_synchronizer(sys, std::move(sa));
+  trainer_args ta{env, st.args.initial, st.queue, st.sync, me, st.args.test, {}};
+  if (restore) ta.restore = std::move(restore->trainer);
+  st.trainer = spawn_trainer(sys, std::move(ta));
+  // Linked: a child that fails reaches the exit handler below (a rollouter is restarted, any
+  // other role takes the run down), and a controller that is killed takes its children with
+  // it, so no orphan keeps the actor system from shutting down.
   auto watch = [&](const auto& h, std::string role) {
     self->link_to(h);
     st.roles[caf::actor_cast<caf::actor_addr>(h)] = std::move(role);
@@ -360,9 +386,40 @@ void spawn_roles(ctrl_ptr self) {
   watch(st.queue, "message_queue");
   watch(st.reward, "reward");
   for (size_t i = 0; i < st.rollouters.size(); ++i)
-    watch(st.rollouters[i], "rollouter " + std::to_string(i));
+    watch_rollouter(self, static_cast<int32_t>(i), st.rollouters[i]);
   watch(st.sync, "synchronizer");
   watch(st.trainer, "trainer");
+}
+
+// A child quit. As asked (during shutdown, or normally): nothing to do. A rollouter that
+// crashed is restarted; any other role fails the run (a trainer marked restartable when
+// supervision.trainer_failure=restart, so the caller restarts from the last checkpoint).
+void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
+  auto& st = self->state;
+  auto it = st.roles.find(em.source);
+  if (it == st.roles.end()) {  // not a child: the caller wants us gone
+    self->quit(em.reason);
+    return;
+  }
+  if (st.shutting_down || !em.reason) return;
+  const auto why = self->system().render(em.reason);
+  if (auto w = st.worker_of.find(em.source); w != st.worker_of.end()) {
+    const auto worker = w->second;
+    st.worker_of.erase(w);
+    st.roles.erase(it);
+    on_rollouter_crash(self, worker, why);
+    return;
+  }
+  std::string msg = it->second + " terminated: " + why;
+  if (it->second == "trainer") {
+    if (st.args.env->cfg.supervision.trainer_failure == trainer_failure_action::restart)
+      st.result.restartable = true;
+    msg += st.result.checkpoint.empty()
+               ? "; no checkpoint was written in this run"
+               : "; resumable from " + st.result.checkpoint + " (step " +
+                     std::to_string(st.result.checkpoint_step) + ")";
+  }
+  shutdown(self, msg);
 }
 
 controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args args) {
@@ -372,22 +429,15 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
   for (auto& ex : st.args.train)
     st.prompts.push_back(encode_prompt(st.args.env->tokenizer, ex.question));
   st.reshuffle();
-  self->set_exit_handler([self](caf::exit_msg& em) {
-    auto& st = self->state;
-    auto it = st.roles.find(em.source);
-    if (it == st.roles.end()) {  // not a child: the caller wants us gone
-      self->quit(em.reason);
-      return;
-    }
-    if (st.shutting_down || !em.reason) return;  // a child quitting as asked
-    shutdown(self, it->second + " terminated: " + self->system().render(em.reason));
-  });
+  if (st.args.resume) restore_from_checkpoint(self);
+  self->set_exit_handler([self](caf::exit_msg& em) { on_child_exit(self, em); });
   return {
       [self](run_atom) -> caf::result<run_result> {
         auto& st = self->state;
         st.t0 = clock::now();
         if (!st.args.run_dir.empty())
-          st.metrics = std::make_unique<std::ofstream>(st.args.run_dir + "/metrics.jsonl");
+          st.metrics = std::make_unique<std::ofstream>(
+              st.args.run_dir + "/metrics.jsonl", st.resumed ? std::ios::app : std::ios::trunc);
         if (st.args.show_progress)
           st.bar = std::make_unique<progress_line>("train", st.args.env->plan.total_steps, 1);
         st.done = self->make_response_promise<run_result>();
@@ -403,15 +453,48 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         std::vector<prompt_task> out;
         if (st.shutting_down) return out;
         if (!st.first_dispatch) st.first_dispatch = clock::now();
-        for (int64_t i = 0; i < n; ++i)
+        auto w = st.worker_of.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        const int32_t worker = w == st.worker_of.end() ? -1 : w->second;
+        for (int64_t i = 0; i < n; ++i) {
           out.push_back(st.next_prompt());
+          st.ledger.dispatched(out.back(), worker);
+        }
         return out;
       },
-      [self](regen_atom, prompt_task& t) { self->state.retry.push_back(std::move(t)); },
-      [self](progress_atom, rollout_progress& p) { self->state.progress[p.worker] = p; },
-      [self](report_atom, step_report& r) { write_report(self, r); },
+      [self](dropped_atom, uint64_t id, bool regenerate) {
+        auto& st = self->state;
+        if (auto t = st.ledger.dropped(id, regenerate)) {
+          t->group_id = st.next_group++;  // fresh samples for a fresh attempt
+          st.retry.push_back(std::move(*t));
+        }
+      },
+      [self](progress_atom, rollout_progress& p) {
+        auto& st = self->state;
+        for (auto id : p.completed)
+          st.ledger.completed(p.worker, id);
+        p.completed.clear();
+        st.progress[p.worker] = std::move(p);
+      },
+      [self](report_atom, step_report& r) {
+        write_report(self, r);
+        after_step(self, r);
+      },
+      [self](checkpoint_atom, trainer_checkpoint& c) { on_trainer_checkpoint(self, std::move(c)); },
       [self](done_atom) { shutdown(self, ""); },
       [self](fail_atom, std::string& why) { shutdown(self, why); },
+      [self](interrupt_atom) {
+        auto& st = self->state;
+        if (st.shutting_down) return;
+        if (++st.interrupts == 1 && !st.args.checkpoint_dir.empty()) {
+          spdlog::warn("run: interrupted; writing a checkpoint, then stopping (interrupt again "
+                       "to stop without one)");
+          self->send(st.trainer, checkpoint_atom::value);
+          return;
+        }
+        shutdown(self, "interrupted at step " + std::to_string(st.last_step_no),
+                 run_status::interrupted);
+      },
+      [self](requeue_atom, int32_t worker) { requeue_and_respawn(self, worker); },
       [self](watchdog_atom) { on_watchdog(self); },
   };
 }

@@ -8,10 +8,12 @@
 
 #include <caf/actor_system.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/env.hpp"
+#include "messages/checkpoint.hpp"
 #include "messages/interfaces.hpp"
 #include "runtime/task/dataset.hpp"
 
@@ -22,8 +24,11 @@ struct controller_args {
   weight_snapshot initial;        // version 0 for every role
   std::vector<qa_example> train;  // the training split
   std::vector<qa_example> test;   // eval.every_steps evaluates on it
-  std::string run_dir;            // metrics.jsonl goes here; empty = no files
+  std::string run_dir;            // metrics.jsonl and ledger.json go here; empty = no files
   bool show_progress = true;
+  std::string checkpoint_dir;     // empty = no checkpoints
+  std::string config_yaml;        // the resolved config, saved in every checkpoint
+  std::optional<run_state> resume;  // continue from this checkpoint (run.trainer.state set)
 };
 
 controller_actor spawn_controller(caf::actor_system& sys, controller_args args);

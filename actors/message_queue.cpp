@@ -38,6 +38,8 @@ struct queue_state {
   std::optional<pull_request> pull;
   queue_stats counters;
   std::map<int32_t, int64_t> running_by_worker;  // admitted, not yet put or abandoned
+  // Per worker id, over every incarnation: groups granted, and given back (abandoned or lost).
+  std::map<int32_t, int64_t> granted_by_worker, returned_by_worker;
   bool stopped = false;
   // A stop waits until every group the Reward forwarded has arrived (a put sent before the
   // stop must not be lost to it); then it answers with the final counts.
@@ -58,6 +60,7 @@ struct queue_state {
     auto& mine = running_by_worker[worker];
     const auto n = adm->grant(std::min(want, worker_share() - mine));
     mine += n;
+    granted_by_worker[worker] += n;
     if (counters.window_granted.empty()) counters.window_granted.push_back(0);
     counters.window_granted.back() += n;
     return n;
@@ -122,15 +125,11 @@ void serve_pull(queue_ptr self) {
       [&](const scored_group& g, int64_t staleness) {
         ++st.counters.dropped_stale;
         st.adm->on_dropped();
-        if (st.args.env->cfg.async_training.stale_policy == stale_action::regenerate &&
-            !g.samples.empty()) {
-          prompt_task t;
-          t.prompt_index = g.prompt_index;
-          t.prompt = g.samples.front().prompt;
-          t.ground_truth = g.ground_truth;
-          ++st.counters.regenerated;
-          self->send(st.args.controller, regen_atom::value, std::move(t));
-        }
+        const bool regenerate =
+            st.args.env->cfg.async_training.stale_policy == stale_action::regenerate;
+        if (regenerate) ++st.counters.regenerated;
+        // The controller owns the prompt: it records the drop, or generates the prompt again.
+        self->send(st.args.controller, dropped_atom::value, g.group_id, regenerate);
         spdlog::debug("queue: group {} dropped, staleness {} > eta {}", g.group_id, staleness, eta);
       });
   if (static_cast<int64_t>(st.queue.size()) < st.pull->min) {
@@ -156,6 +155,14 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
   auto& st = self->state;
   st.args = std::move(args);
   st.adm = std::make_unique<admission_control>(st.args.env->plan.admission);
+  if (!st.args.restored.empty() || st.args.accepted_before > 0) {
+    const auto n = static_cast<int64_t>(st.args.restored.size());
+    st.adm->restore(st.args.accepted_before + n, n);
+    st.counters.restored = n;
+    for (auto& g : st.args.restored)
+      st.queue.push_back(std::move(g));
+    st.args.restored.clear();
+  }
   install_exception_handler(self, "message_queue");
   return {
       [self](credit_atom, int32_t worker, int64_t want) -> caf::result<int64_t> {
@@ -170,6 +177,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
       [self](abandon_atom, int32_t worker, int64_t n) {
         auto& st = self->state;
         st.running_by_worker[worker] -= n;
+        st.returned_by_worker[worker] += n;
         for (int64_t i = 0; i < n; ++i)
           st.adm->on_abandoned();
         st.counters.abandoned += n;
@@ -206,6 +214,26 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         st.counters.window_granted.push_back(0);
         st.counters.window_carried.push_back(st.adm->carried());
         serve_credits(self);
+      },
+      [self](lost_atom, int32_t worker, int64_t completed) {
+        // Granted to the dead incarnation and neither completed nor given back: lost. The
+        // controller regenerates those prompts under new credits, so they give theirs back.
+        auto& st = self->state;
+        for (auto it = st.credits.begin(); it != st.credits.end();)
+          it = it->worker == worker ? st.credits.erase(it) : std::next(it);
+        const auto lost =
+            st.granted_by_worker[worker] - st.returned_by_worker[worker] - completed;
+        for (int64_t i = 0; i < lost; ++i)
+          st.adm->on_lost();
+        st.running_by_worker[worker] -= std::max<int64_t>(0, lost);
+        st.returned_by_worker[worker] += std::max<int64_t>(0, lost);
+        st.counters.lost += std::max<int64_t>(0, lost);
+        spdlog::info("queue: rollouter {} lost {} admitted group(s)", worker, lost);
+        serve_credits(self);
+      },
+      [self](snapshot_atom) -> delivery {
+        auto& st = self->state;
+        return delivery{{st.queue.begin(), st.queue.end()}, st.stats()};
       },
       [self](stats_atom) -> queue_stats { return self->state.stats(); },
       [self](stop_atom, int64_t expected_puts) -> caf::result<queue_stats> {

@@ -18,7 +18,11 @@ namespace asyncrl {
 
 struct queue_args {
   env_ptr env;
-  controller_actor controller;  // receives prompts to regenerate
+  controller_actor controller;  // told of every drop (and whether to regenerate it)
+  // Resume: the scored groups of the checkpoint, queued first, and the groups accepted before
+  // it (AReaL's capacity counts them).
+  std::vector<scored_group> restored;
+  int64_t accepted_before = 0;
 };
 
 queue_actor spawn_message_queue(caf::actor_system& sys, queue_args args);

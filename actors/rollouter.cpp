@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "actors/errors.hpp"
 #include "runtime/common/enum_names.hpp"
@@ -54,6 +56,11 @@ struct rollouter_actor_state {
   int32_t pauses = 0;
   bool stopping = false;
   caf::typed_response_promise<int64_t> drain_promise;
+  std::vector<uint64_t> completed_ids;  // sent to the Reward, not yet reported
+  // Injected sync faults: a delayed load waits here; a dropped one is never answered.
+  std::optional<std::pair<weight_snapshot, caf::typed_response_promise<int64_t>>> delayed_load;
+  std::vector<caf::typed_response_promise<int64_t>> dropped_loads;
+  std::set<int64_t> dropped_versions;
   int64_t completed = 0, tokens = 0, interruptions = 0, chunks = 0;
   double busy_ms = 0;
   clock::time_point born = clock::now();
@@ -95,7 +102,19 @@ void enter(self_ptr self, rollouter_state next, rollouter_actor::behavior_type b
 }
 
 void push_progress(self_ptr self) {
-  self->send(self->state.args.controller, progress_atom::value, self->state.progress());
+  auto p = self->state.progress();
+  p.completed = std::move(self->state.completed_ids);
+  self->state.completed_ids.clear();
+  self->send(self->state.args.controller, progress_atom::value, std::move(p));
+}
+
+// The next decode chunk, as a message to self. faults.slow_rollouter_ms slows worker 0 down.
+void next_chunk(self_ptr self) {
+  const auto slow = self->state.args.env->cfg.faults.slow_rollouter_ms;
+  if (slow > 0 && self->state.args.worker == 0)
+    self->delayed_send(self, std::chrono::milliseconds(slow), gen_atom::value);
+  else
+    self->send(self, gen_atom::value);
 }
 
 // Turns finished responses into groups; a group leaves for the Reward once all G are back.
@@ -118,6 +137,7 @@ void collect(self_ptr self, std::vector<gen_result>& results) {
     scored_group g;
     g.group_id = pg.task.group_id;
     g.prompt_index = pg.task.prompt_index;
+    g.seq = pg.task.seq;
     g.ground_truth = pg.task.ground_truth;
     g.worker = st.args.worker;
     std::sort(pg.done.begin(), pg.done.end(), [](const gen_result& a, const gen_result& b) {
@@ -136,6 +156,7 @@ void collect(self_ptr self, std::vector<gen_result>& results) {
       g.samples.push_back(std::move(s));
     }
     st.groups.erase(it);
+    st.completed_ids.push_back(g.group_id);
     ++st.completed;
     any = true;
     self->send(st.args.reward, score_atom::value, std::move(g));
@@ -156,7 +177,7 @@ void submit(self_ptr self, gen_request r) {
 void ensure_generating(self_ptr self) {
   if (self->state.state == rollouter_state::idle && !self->state.gen->idle()) {
     enter(self, rollouter_state::generating, generating(self));
-    self->send(self, gen_atom::value);
+    next_chunk(self);
   }
 }
 
@@ -250,7 +271,7 @@ void run_chunk(self_ptr self) {
     request_work(self);
     return;
   }
-  self->send(self, gen_atom::value);
+  next_chunk(self);
   request_work(self);
 }
 
@@ -277,19 +298,60 @@ auto on_stop(self_ptr self) {
   return [self](stop_atom) -> caf::result<rollout_counts> { return finish(self); };
 }
 
+// Loads `w` into the model; the rollouter is paused.
+caf::error apply_load(self_ptr self, const weight_snapshot& w) {
+  auto& st = self->state;
+  try {
+    load_snapshot(*st.model, w, /*alias=*/true);
+  } catch (const std::exception& e) {
+    return caf::make_error(caf::sec::invalid_argument, e.what());
+  }
+  st.weights = w;
+  st.gen->set_version(w.version);
+  enter(self, rollouter_state::syncing, syncing(self));
+  return caf::none;
+}
+
+bool every(int64_t n, int64_t version) {
+  return n > 0 && version > 0 && version % n == 0;
+}
+
 auto on_load(self_ptr self) {
   return [self](load_atom, weight_snapshot& w) -> caf::result<int64_t> {
     auto& st = self->state;
     if (!st.paused()) return caf::skip;  // a load always follows a pause; wait for it
-    try {
-      load_snapshot(*st.model, w, /*alias=*/true);
-    } catch (const std::exception& e) {
-      return caf::make_error(caf::sec::invalid_argument, e.what());
+    const auto& f = st.args.env->cfg.faults;
+    // Injected: the first load of every n-th version to worker 0 is lost on the way; the
+    // synchronizer's deadline fires and its retry gets through.
+    if (st.args.worker == 0 && every(f.sync_drop_every, w.version) &&
+        st.dropped_versions.insert(w.version).second) {
+      spdlog::warn("rollouter 0: injected fault: load of v{} dropped", w.version);
+      st.dropped_loads.push_back(self->make_response_promise<int64_t>());
+      return st.dropped_loads.back();
     }
-    st.weights = w;
-    st.gen->set_version(w.version);
-    enter(self, rollouter_state::syncing, syncing(self));
+    if (every(f.sync_delay_every, w.version) && f.sync_delay_ms > 0 && !st.delayed_load) {
+      auto rp = self->make_response_promise<int64_t>();
+      st.delayed_load.emplace(w, rp);
+      self->delayed_send(self, std::chrono::milliseconds(f.sync_delay_ms), apply_atom::value);
+      return rp;
+    }
+    if (auto err = apply_load(self, w)) return err;
     return w.version;
+  };
+}
+
+// A delayed load is due: apply it if the rollouter is still paused for it.
+auto on_apply(self_ptr self) {
+  return [self](apply_atom) {
+    auto& st = self->state;
+    if (!st.delayed_load) return;
+    auto [w, rp] = std::move(*st.delayed_load);
+    st.delayed_load.reset();
+    if (!st.paused()) return;  // the sync gave up on it (deadline) and resumed us
+    if (auto err = apply_load(self, w))
+      rp.deliver(err);
+    else
+      rp.deliver(w.version);
   };
 }
 
@@ -308,7 +370,7 @@ auto resume_when_paused(self_ptr self) {
     if (st.pauses > 0) --st.pauses;
     if (st.pauses > 0) return;
     enter(self, rollouter_state::resuming, resuming(self));
-    self->send(self, gen_atom::value);
+    next_chunk(self);
   };
 }
 
@@ -321,7 +383,7 @@ rollouter_actor::behavior_type idle(self_ptr self) {
         enter(self, rollouter_state::interrupted, interrupted(self));
         return int64_t{0};
       },
-      on_load(self),
+      on_load(self), on_apply(self),
       [](resume_atom) {},
       on_stop(self),
   };
@@ -350,7 +412,7 @@ rollouter_actor::behavior_type generating(self_ptr self) {
         st.drain_promise = self->make_response_promise<int64_t>();
         return st.drain_promise;
       },
-      on_load(self),
+      on_load(self), on_apply(self),
       [](resume_atom) {},
       on_stop(self),
   };
@@ -359,14 +421,14 @@ rollouter_actor::behavior_type generating(self_ptr self) {
 rollouter_actor::behavior_type interrupted(self_ptr self) {
   return {
       [](start_atom) {},    [](gen_atom) {},  // a chunk queued before the pause: nothing to do now
-      already_paused(self), on_load(self),   resume_when_paused(self), on_stop(self),
+      already_paused(self), on_load(self), on_apply(self),   resume_when_paused(self), on_stop(self),
   };
 }
 
 rollouter_actor::behavior_type syncing(self_ptr self) {
   return {
       [](start_atom) {}, [](gen_atom) {},          already_paused(self),
-      on_load(self),     resume_when_paused(self), on_stop(self),
+      on_load(self), on_apply(self),     resume_when_paused(self), on_stop(self),
   };
 }
 
@@ -394,7 +456,7 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         enter(self, rollouter_state::interrupted, interrupted(self));
         return static_cast<int64_t>(self->state.held.size());
       },
-      on_load(self),
+      on_load(self), on_apply(self),
       [](resume_atom) {},
       on_stop(self),
   };

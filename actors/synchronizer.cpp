@@ -19,25 +19,30 @@ struct pending_publish {
   caf::typed_response_promise<sync_report> promise;
 };
 
-struct sync_state {
-  static inline const char* name = "synchronizer";
-  synchronizer_args args;
-  bool busy = false;
-  std::optional<pending_publish> next;
-  int64_t syncs = 0;
-};
-
-using sync_ptr = synchronizer_actor::stateful_pointer<sync_state>;
-
-void start_sync(sync_ptr self, pending_publish job);
-
-// Shared progress of one sync across the rollouters' replies.
+// Shared progress of one sync attempt across the rollouters' replies.
 struct sync_run {
   pending_publish job;
   clock::time_point t0 = clock::now();
   size_t replies = 0;
   bool failed = false;
+  int64_t attempt = 0;
 };
+
+struct sync_state {
+  static inline const char* name = "synchronizer";
+  synchronizer_args args;
+  bool busy = false;
+  std::optional<pending_publish> next;
+  std::shared_ptr<sync_run> retrying;  // a failed attempt waiting for its retry
+  weight_snapshot current;             // the weights of the last completed sync
+  int64_t syncs = 0;
+  int64_t retries = 0;
+};
+
+using sync_ptr = synchronizer_actor::stateful_pointer<sync_state>;
+
+void start_sync(sync_ptr self, pending_publish job);
+void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run);
 
 void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const std::string& why) {
   auto& st = self->state;
@@ -45,6 +50,16 @@ void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const 
   // could be overtaken by the next sync's pause (the rollouter also counts pauses, see there).
   for (auto& r : st.args.rollouters)
     self->send<caf::message_priority::high>(r, resume_atom::value);
+  if (!ok && run->attempt < st.args.env->cfg.async_training.sync_retries) {
+    // Retried after a short pause: a crashed rollouter's replacement has time to arrive.
+    ++run->attempt;
+    ++st.retries;
+    spdlog::warn("synchronizer: {}; retry {} of {}", why, run->attempt,
+                 st.args.env->cfg.async_training.sync_retries);
+    st.retrying = run;
+    self->delayed_send(self, std::chrono::milliseconds(100 * run->attempt), retry_atom::value);
+    return;
+  }
   sync_report rep;
   rep.version = run->job.weights.version;
   rep.time_ms = std::chrono::duration<double, std::milli>(clock::now() - run->t0).count();
@@ -54,6 +69,7 @@ void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const 
   rep.error = why;
   if (ok) {
     ++st.syncs;
+    st.current = run->job.weights;
   } else {
     spdlog::error("synchronizer: {}", why);
     self->send(st.args.controller, fail_atom::value, why);
@@ -71,19 +87,20 @@ void load_all(sync_ptr self, const std::shared_ptr<sync_run>& run) {
   auto& st = self->state;
   const auto timeout = std::chrono::milliseconds(st.args.env->cfg.async_training.sync_timeout_ms);
   run->replies = 0;
+  const auto a = run->attempt;  // replies of an earlier, failed attempt are ignored
   for (auto& r : st.args.rollouters)
     self->request(r, timeout, load_atom::value, run->job.weights)
         .then(
-            [self, run](int64_t) {
-              if (run->failed) return;
+            [self, run, a](int64_t) {
+              if (run->failed || run->attempt != a) return;
               if (++run->replies == self->state.args.rollouters.size()) {
                 // Every rollouter holds the new weights: a new staleness window opens.
                 self->send(self->state.args.queue, synced_atom::value, run->job.weights.version);
                 finish(self, run, true, "");
               }
             },
-            [self, run](const caf::error& e) {
-              if (run->failed) return;
+ [self, run, a](const caf::error& e) {
+              if (run->failed || run->attempt != a) return;
               run->failed = true;
               finish(self, run, false,
                      "weight sync v" + std::to_string(run->job.weights.version) +
@@ -96,6 +113,13 @@ void start_sync(sync_ptr self, pending_publish job) {
   st.busy = true;
   auto run = std::make_shared<sync_run>();
   run->job = std::move(job);
+  start_attempt(self, std::move(run));
+}
+
+void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
+  auto& st = self->state;
+  run->replies = 0;
+  run->failed = false;
   // With partial rollout a pause stops at the next token boundary, so the load watchdog bounds
   // it. Without, a pause drains the responses in flight: a long but healthy drain gets its own,
   // larger bound.
@@ -107,15 +131,16 @@ void start_sync(sync_ptr self, pending_publish job) {
     finish(self, run, true, "");
     return;
   }
+  const auto a = run->attempt;  // replies of an earlier, failed attempt are ignored
   for (auto& r : st.args.rollouters)
     self->request<caf::message_priority::high>(r, timeout, pause_atom::value)
         .then(
-            [self, run](int64_t) {
-              if (run->failed) return;
+            [self, run, a](int64_t) {
+              if (run->failed || run->attempt != a) return;
               if (++run->replies == self->state.args.rollouters.size()) load_all(self, run);
             },
-            [self, run, drains](const caf::error& e) {
-              if (run->failed) return;
+            [self, run, drains, a](const caf::error& e) {
+              if (run->failed || run->attempt != a) return;
               run->failed = true;
               finish(self, run, false,
                      "weight sync v" + std::to_string(run->job.weights.version) +
@@ -128,6 +153,7 @@ void start_sync(sync_ptr self, pending_publish job) {
 
 synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args) {
   self->state.args = std::move(args);
+  self->state.current = self->state.args.initial;
   install_exception_handler(self, "synchronizer");
   return {
       [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
@@ -148,10 +174,29 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
         start_sync(self, pending_publish{std::move(w), rp});
         return rp;
       },
-      [self](stop_atom) -> int64_t {
-        auto n = self->state.syncs;
+      [self](respawn_atom, int32_t worker) -> caf::result<caf::actor> {
+        // The last completed sync's weights; a sync in flight reaches the new rollouter on its
+        // retry (the attempt that included the dead one fails).
+        auto& st = self->state;
+        if (worker < 0 || static_cast<size_t>(worker) >= st.args.rollouters.size())
+          return caf::make_error(caf::sec::invalid_argument,
+                                 "respawn: no rollouter " + std::to_string(worker));
+        auto r = st.args.respawn(worker, st.current);
+        st.args.rollouters[static_cast<size_t>(worker)] = r;
+        return caf::actor_cast<caf::actor>(r);
+      },
+      [self](retry_atom) {
+        auto& st = self->state;
+        if (!st.retrying) return;
+        auto run = std::move(st.retrying);
+        st.retrying.reset();
+        start_attempt(self, std::move(run));
+      },
+      [self](stop_atom) -> caf::result<int64_t, int64_t> {
+        auto& st = self->state;
+        const auto n = st.syncs, retries = st.retries;
         self->quit();
-        return n;
+        return {n, retries};
       },
   };
 }

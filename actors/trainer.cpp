@@ -34,6 +34,7 @@ struct step_acc {
   double idle_ms = 0;
   int64_t out_of_order = 0;  // groups consumed after a group with a larger id
   uint64_t last_group = 0;
+  std::vector<uint64_t> ids;  // every group consumed, trained or filtered
 };
 
 struct trainer_state {
@@ -59,6 +60,9 @@ struct trainer_state {
   int64_t last_sync_bytes = 0;
   clock::time_point step_start = clock::now();
   bool pulling = false, finished = false;
+  int64_t next_checkpoint = 0;     // checkpoint.every_steps: the next step due one; 0 = off
+  bool checkpoint_wanted = false;  // the controller asked for one (a signal)
+  bool resumed = false;
 };
 
 using trainer_ptr = trainer_actor::stateful_pointer<trainer_state>;
@@ -109,6 +113,7 @@ void consume(trainer_ptr self, const scored_group& g) {
   }
   if (st.groups_in_step > 0 && g.group_id < st.acc.last_group) ++st.acc.out_of_order;
   st.acc.last_group = g.group_id;
+  st.acc.ids.push_back(g.group_id);
   ++st.counts.received;
   ++st.groups_in_step;
   ++st.acc.groups;
@@ -150,6 +155,45 @@ void consume(trainer_ptr self, const scored_group& g) {
       if (!g.samples[j].response.empty()) mb.push_back(&g.samples[j]);
     if (!mb.empty()) st.pt->accumulate(mb);
   }
+}
+
+// A checkpoint can be taken after the last completed step when resuming from it regenerates
+// exactly what the uninterrupted run would have trained: always in fully_async (staleness is
+// bounded, not exact), and in sync/periodic only when that step closed a sync window, so the
+// policy is also the weights that generated (or will generate) the next window's groups.
+bool at_checkpoint_boundary(trainer_ptr self) {
+  const auto& st = self->state;
+  return st.args.env->cfg.async_training.mode == async_mode::fully_async || st.steps_in_sync == 0;
+}
+
+// The trainer's state after its last completed step. Groups consumed into the step that has
+// not run yet are left out (the controller regenerates them), and the counts with them.
+trainer_checkpoint make_checkpoint(trainer_ptr self) {
+  auto& st = self->state;
+  trainer_checkpoint c;
+  c.step = st.step;
+  c.steps_in_sync = st.steps_in_sync;
+  c.prox_version = st.prox_version;
+  c.eval_time_s = st.eval_time_s;
+  c.counts = st.counts;
+  c.counts.received -= st.groups_in_step;
+  c.counts.trained -= st.groups_in_step - st.acc.filtered;
+  c.counts.filtered -= st.acc.filtered;
+  c.counts.received -= static_cast<int64_t>(st.buffer.size());  // they go back to the queue
+  c.counts.held = 0;
+  c.counts.version = st.pt->version();
+  c.held.assign(st.buffer.begin(), st.buffer.end());
+  c.state = st.pt->save_state();
+  c.rollout_weights = snapshot_weights(*st.pt->policy(), st.pt->version());
+  return c;
+}
+
+void send_checkpoint(trainer_ptr self) {
+  auto& st = self->state;
+  st.checkpoint_wanted = false;
+  const auto every = st.args.env->cfg.checkpoint.every_steps;
+  if (every > 0) st.next_checkpoint = (st.step / every + 1) * every;
+  self->send(st.args.controller, checkpoint_atom::value, make_checkpoint(self));
 }
 
 void publish(trainer_ptr self) {
@@ -217,10 +261,14 @@ void do_step(trainer_ptr self) {
     st.eval_time_s += ms_between(t0, clock::now()) / 1e3;
   }
   r.eval_time_s = st.eval_time_s;
+  r.group_ids = std::move(st.acc.ids);
   self->send(st.args.controller, report_atom::value, r);
   st.acc = step_acc{};
   st.step_start = clock::now();  // the next step's time excludes this step's evaluation
   st.groups_in_step = 0;
+  const auto crash_at = st.args.env->cfg.faults.crash_trainer_at_step;
+  if (crash_at > 0 && st.step == crash_at && !st.resumed)
+    throw std::runtime_error("injected fault: trainer crash after step " + std::to_string(st.step));
   if (st.step >= plan.total_steps) {
     st.finished = true;
     self->send(st.args.controller, done_atom::value);
@@ -230,6 +278,8 @@ void do_step(trainer_ptr self) {
     st.steps_in_sync = 0;
     publish(self);
   }
+  const bool due = st.next_checkpoint > 0 && st.step >= st.next_checkpoint;
+  if ((due || st.checkpoint_wanted) && at_checkpoint_boundary(self)) send_checkpoint(self);
 }
 
 // fully_async with require_batches > 1: a local update starts only once all of its
@@ -312,6 +362,19 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
     p.set_requires_grad(true);
   st.pt = std::make_unique<policy_trainer>(policy, policy_trainer_params_from(cfg));
   st.pt->set_version(st.args.initial.version);
+  if (st.args.restore) {
+    auto& r = *st.args.restore;
+    st.pt->load_state(r.state);
+    st.step = r.step;
+    st.steps_in_sync = r.steps_in_sync;
+    st.prox_version = r.prox_version;
+    st.eval_time_s = r.eval_time_s;
+    st.counts = r.counts;
+    st.resumed = true;
+    st.args.restore.reset();  // the tensors are in the trainer now
+  }
+  if (cfg.checkpoint.every_steps > 0)
+    st.next_checkpoint = (st.step / cfg.checkpoint.every_steps + 1) * cfg.checkpoint.every_steps;
   install_exception_handler(self, "trainer");
 
   return {
@@ -321,6 +384,14 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
       },
       [self](final_atom) -> weight_snapshot {
         return snapshot_weights(*self->state.pt->policy(), self->state.pt->version());
+      },
+      [self](checkpoint_atom) {
+        // A signal: now if this is a boundary (or the run has no more steps), else at the end
+        // of the sync window.
+        if (at_checkpoint_boundary(self) || self->state.finished)
+          send_checkpoint(self);
+        else
+          self->state.checkpoint_wanted = true;
       },
       [self](stop_atom, int64_t expected_groups) -> caf::result<trainer_counts> {
         auto& st = self->state;

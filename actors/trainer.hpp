@@ -9,6 +9,8 @@
 
 #include <caf/actor_system.hpp>
 
+#include <optional>
+
 #include "actors/env.hpp"
 #include "messages/interfaces.hpp"
 #include "runtime/task/dataset.hpp"
@@ -22,6 +24,8 @@ struct trainer_args {
   synchronizer_actor synchronizer;
   controller_actor controller;
   std::vector<qa_example> test;  // eval.every_steps evaluates the policy on it
+  // Resume: the trainer's part of a checkpoint (its `held` groups go back to the queue).
+  std::optional<trainer_checkpoint> restore;
 };
 
 trainer_actor spawn_trainer(caf::actor_system& sys, trainer_args args);

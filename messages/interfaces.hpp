@@ -21,6 +21,7 @@ using rollouter_actor = caf::typed_actor<
     caf::replies_to<pause_atom>::with<int64_t>,  // stop at a token boundary (or drain)
     caf::replies_to<load_atom, weight_snapshot>::with<int64_t>,  // load weights -> version
     caf::reacts_to<resume_atom>,                                 // continue under the new weights
+    caf::reacts_to<apply_atom>,  // (self) a delayed load is due (faults.sync_delay_every)
     caf::replies_to<stop_atom>::with<rollout_counts>>;
 
 /// One scoring worker of the Reward pool.
@@ -41,28 +42,43 @@ using queue_actor = caf::typed_actor<
     caf::reacts_to<put_atom, scored_group>,
     caf::replies_to<pull_atom, int64_t, int64_t, int64_t>::with<delivery>,  // version, min, max
     caf::reacts_to<synced_atom, int64_t>,  // new weights are on every rollouter
+    // A rollouter crashed; it had completed this many groups in all: the rest of what it was
+    // granted will never arrive (the controller regenerates those prompts).
+    caf::reacts_to<lost_atom, int32_t, int64_t>,
+    caf::replies_to<snapshot_atom>::with<delivery>,  // a copy of the queued groups + counters
     caf::replies_to<stats_atom>::with<queue_stats>,
     caf::replies_to<stop_atom, int64_t>::with<queue_stats>>;
 
 /// Publishes versioned weights to every rollouter: pause -> load -> resume.
+/// A crashed rollouter is replaced through the synchronizer, which knows the current weights:
+/// respawn answers with the new rollouter (a caf::actor handle of a rollouter_actor).
 using synchronizer_actor =
     caf::typed_actor<caf::replies_to<publish_atom, weight_snapshot>::with<sync_report>,
-                     caf::replies_to<stop_atom>::with<int64_t>>;
+                     caf::replies_to<respawn_atom, int32_t>::with<caf::actor>,
+                     caf::reacts_to<retry_atom>,  // (self) retry a failed sync
+                     caf::replies_to<stop_atom>::with<int64_t, int64_t>>;  // syncs, retries
 
 /// Consumes groups, steps the optimizer, triggers syncs. A stop names how many groups the
-/// queue delivered; it is answered once all have arrived.
+/// queue delivered; it is answered once all have arrived. A checkpoint request is answered (to
+/// the controller, as checkpoint_atom + trainer_checkpoint) at the next step boundary where a
+/// checkpoint can be taken.
 using trainer_actor =
     caf::typed_actor<caf::reacts_to<start_atom>, caf::replies_to<final_atom>::with<weight_snapshot>,
+                     caf::reacts_to<checkpoint_atom>,
                      caf::replies_to<stop_atom, int64_t>::with<trainer_counts>>;
 
 /// Wires the roles, owns the data loader and the run's output, supervises the children.
 using controller_actor =
     caf::typed_actor<caf::replies_to<run_atom>::with<run_result>,
                      caf::replies_to<prompts_atom, int64_t>::with<std::vector<prompt_task>>,
-                     caf::reacts_to<regen_atom, prompt_task>,
+                     // The queue dropped a group (group id, whether to generate it again).
+                     caf::reacts_to<dropped_atom, uint64_t, bool>,
                      caf::reacts_to<progress_atom, rollout_progress>,
-                     caf::reacts_to<report_atom, step_report>, caf::reacts_to<done_atom>,
-                     caf::reacts_to<fail_atom, std::string>,
+                     caf::reacts_to<report_atom, step_report>,
+                     caf::reacts_to<checkpoint_atom, trainer_checkpoint>,
+                     caf::reacts_to<done_atom>, caf::reacts_to<fail_atom, std::string>,
+                     caf::reacts_to<interrupt_atom>,        // SIGINT/SIGTERM: checkpoint, stop
+                     caf::reacts_to<requeue_atom, int32_t>,  // (self) a rollouter died
                      caf::reacts_to<watchdog_atom>>;  // (self) has a step completed lately?
 
 }  // namespace asyncrl

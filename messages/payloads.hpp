@@ -18,6 +18,7 @@ namespace asyncrl {
 struct prompt_task {
   uint64_t group_id = 0;      // unique per dispatched prompt; selects the RNG streams
   uint64_t prompt_index = 0;  // position in the training data
+  uint64_t seq = 0;           // position in the run's prompt schedule: trained exactly once
   std::vector<int32_t> prompt;
   std::string ground_truth;
 };
@@ -31,6 +32,7 @@ struct rollout_progress {
   double idle_ms = 0;  // time with nothing to generate (no credit, paused, waiting)
   int64_t version = 0;
   std::string state;
+  std::vector<uint64_t> completed;  // group ids sent to the Reward since the last push
 };
 
 /// The MessageQueue's counters (groups).
@@ -42,6 +44,8 @@ struct queue_stats {
   int64_t dropped_stale = 0;  // over eta at delivery (dropped or sent back)
   int64_t regenerated = 0;    // of those, prompts sent back for regeneration
   int64_t abandoned = 0;      // admitted but never finished (rollouter stopped)
+  int64_t lost = 0;           // admitted to a rollouter that crashed: regenerated elsewhere
+  int64_t restored = 0;       // put back from a checkpoint at resume
   int64_t admitted_in_window = 0;
   int64_t window_budget = 0;
   int64_t carried = 0;
@@ -100,6 +104,7 @@ struct step_report {
   int64_t out_of_order_groups = 0;  // consumed after a group with a larger id (arrival order)
   double eval_accuracy = -1;        // eval.every_steps: greedy test accuracy; -1 = not this step
   double eval_time_s = 0;           // eval.every_steps: time spent evaluating so far
+  std::vector<uint64_t> group_ids;  // the groups this step consumed (trained or filtered)
 };
 
 /// Final counts of the roles, gathered at shutdown for the no-sample-lost accounting.
@@ -140,26 +145,26 @@ typename Inspector::result_type inspect(Inspector& f, scored_sample& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scored_group& x) {
-  return f(caf::meta::type_name("scored_group"), x.group_id, x.prompt_index, x.ground_truth,
-           x.filtered, x.worker, x.samples);
+  return f(caf::meta::type_name("scored_group"), x.group_id, x.prompt_index, x.seq,
+           x.ground_truth, x.filtered, x.worker, x.samples);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prompt_task& x) {
-  return f(caf::meta::type_name("prompt_task"), x.group_id, x.prompt_index, x.prompt,
-           x.ground_truth);
+  return f(caf::meta::type_name("prompt_task"), x.group_id, x.prompt_index, x.seq,
+           x.prompt, x.ground_truth);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollout_progress& x) {
   return f(caf::meta::type_name("rollout_progress"), x.worker, x.tokens_generated,
-           x.groups_completed, x.busy_ms, x.idle_ms, x.version, x.state);
+           x.groups_completed, x.busy_ms, x.idle_ms, x.version, x.state, x.completed);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
   return f(caf::meta::type_name("queue_stats"), x.depth, x.running, x.received, x.delivered,
-           x.dropped_stale, x.regenerated, x.abandoned, x.admitted_in_window, x.window_budget,
+           x.dropped_stale, x.regenerated, x.abandoned, x.lost, x.restored, x.admitted_in_window, x.window_budget,
            x.carried, x.capacity, x.published_version, x.max_delivered_staleness,
            x.credit_requests_waiting, x.pull_waiting_min, x.admission_limit, x.window_granted,
            x.window_carried);
@@ -188,7 +193,7 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
            x.accuracy, x.samples, x.stale_samples, x.partial_ratio, x.max_partial_span,
            x.groups_trained, x.filtered_groups, x.reward_failures, x.step_ms, x.trainer_idle_ms,
            x.sync_time_ms, x.sync_bytes, x.params_checksum, x.queue, x.prox_version,
-           x.out_of_order_groups, x.eval_accuracy, x.eval_time_s);
+           x.out_of_order_groups, x.eval_accuracy, x.eval_time_s, x.group_ids);
 }
 
 template <class Inspector>

@@ -9,12 +9,31 @@
 
 #include "messages/payloads.hpp"
 #include "messages/weights.hpp"
+#include "runtime/common/enum_names.hpp"
 
 namespace asyncrl {
 
+/// How a run ended; summary.json's `status`.
+enum class run_status { completed, failed, interrupted };
+inline constexpr enum_name<run_status> run_status_names[] = {
+    {run_status::completed, "completed"},
+    {run_status::failed, "failed"},
+    {run_status::interrupted, "interrupted"}};
+constexpr const auto& enum_names(run_status) {
+  return run_status_names;
+}
+
 struct run_result {
   bool ok = true;
+  run_status status = run_status::completed;
   std::string error;
+  int64_t resumed_from_step = 0;  // 0 = a fresh run
+  int64_t checkpoints = 0;        // written by this process
+  std::string checkpoint;         // the newest one on disk, if any
+  int64_t checkpoint_step = 0;    // the step it continues from
+  int64_t rollouter_restarts = 0;
+  int64_t sync_retries = 0;
+  bool restartable = false;  // the trainer crashed and supervision.trainer_failure=restart
   int64_t steps = 0;
   int64_t groups_generated = 0;
   int64_t groups_trained = 0;
@@ -35,7 +54,9 @@ struct run_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
-  return f(caf::meta::type_name("run_result"), x.ok, x.error, x.steps, x.groups_generated,
+  return f(caf::meta::type_name("run_result"), x.ok, x.status, x.error, x.resumed_from_step,
+           x.checkpoints, x.checkpoint, x.checkpoint_step, x.rollouter_restarts, x.sync_retries,
+           x.restartable, x.steps, x.groups_generated,
            x.groups_trained, x.groups_dropped, x.groups_in_flight, x.groups_filtered,
            x.tokens_generated, x.tokens_trained, x.syncs, x.wall_time_s, x.train_time_s,
            x.rollouters, x.reward, x.queue, x.trainer, x.final_weights);

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "messages/checkpoint.hpp"
 #include "messages/payloads.hpp"
 #include "messages/run_result.hpp"
 #include "messages/weights.hpp"
@@ -32,6 +33,10 @@ CAF_ADD_TYPE_ID(asyncrl, (asyncrl::run_result))
 CAF_ADD_TYPE_ID(asyncrl, (std::vector<int32_t>))
 CAF_ADD_TYPE_ID(asyncrl, (std::vector<float>))
 CAF_ADD_TYPE_ID(asyncrl, (std::vector<char>))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::trainer_checkpoint))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::loader_state))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::run_state))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<uint64_t>))
 CAF_END_TYPE_ID_BLOCK(asyncrl)
 
 CAF_ADD_ATOM(asyncrl, asyncrl, start_atom, "start")
@@ -49,7 +54,15 @@ CAF_ADD_ATOM(asyncrl, asyncrl, abandon_atom, "abandon")
 CAF_ADD_ATOM(asyncrl, asyncrl, publish_atom, "publish")
 CAF_ADD_ATOM(asyncrl, asyncrl, synced_atom, "synced")
 CAF_ADD_ATOM(asyncrl, asyncrl, prompts_atom, "prompts")
-CAF_ADD_ATOM(asyncrl, asyncrl, regen_atom, "regen")
+CAF_ADD_ATOM(asyncrl, asyncrl, dropped_atom, "dropped")
+CAF_ADD_ATOM(asyncrl, asyncrl, apply_atom, "apply")
+CAF_ADD_ATOM(asyncrl, asyncrl, lost_atom, "lost")
+CAF_ADD_ATOM(asyncrl, asyncrl, snapshot_atom, "snapshot")
+CAF_ADD_ATOM(asyncrl, asyncrl, respawn_atom, "respawn")
+CAF_ADD_ATOM(asyncrl, asyncrl, retry_atom, "retry")
+CAF_ADD_ATOM(asyncrl, asyncrl, checkpoint_atom, "checkpoint")
+CAF_ADD_ATOM(asyncrl, asyncrl, interrupt_atom, "interrupt")
+CAF_ADD_ATOM(asyncrl, asyncrl, requeue_atom, "requeue")
 CAF_ADD_ATOM(asyncrl, asyncrl, progress_atom, "progress")
 CAF_ADD_ATOM(asyncrl, asyncrl, report_atom, "report")
 CAF_ADD_ATOM(asyncrl, asyncrl, done_atom, "done")

@@ -130,6 +130,10 @@ void bind_async_training(config_schema& s, async_section& async_training) {
   s.add("async_training.drain_timeout_ms", &at.drain_timeout_ms,
         "without partial rollout: the longest a pause may wait for the responses in flight",
         positive_int());
+  s.add("async_training.sync_retries", &at.sync_retries,
+        "a weight sync that failed (a deadline, a lost message, a crashed rollouter) is tried "
+        "again this many times before the run fails",
+        non_negative_int());
 }
 
 void bind_workload(config_schema& s, workload_section& workload) {

@@ -105,6 +105,7 @@ struct async_section {
   int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
   int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
   int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)
+  int64_t sync_retries = 3;  // a weight sync that failed (deadline, lost message) is retried
 };
 
 /// Whether generation and training take turns on the same devices (colocate applies to sync

@@ -49,6 +49,23 @@ void admission_control::on_abandoned() {
   --running_;
 }
 
+void admission_control::on_lost() {
+  on_abandoned();
+  if (window_admitted_ > 0)
+    --window_admitted_;
+  else if (carried_ > 0)
+    --carried_;
+}
+
+void admission_control::restore(int64_t accepted, int64_t queued) {
+  if (queued < 0 || accepted < queued)
+    throw std::invalid_argument("admission: restore needs 0 <= queued <= accepted");
+  queued_ = queued;
+  accepted_ = accepted;
+  running_ = 0;
+  on_sync();
+}
+
 void admission_control::on_delivered() {
   if (queued_ <= 0) throw std::logic_error("admission: delivery from an empty queue");
   --queued_;

@@ -37,6 +37,13 @@ class admission_control {
   void on_put();
   /// A running group will never reach the queue (its rollouter stopped before finishing).
   void on_abandoned();
+  /// A running group was lost with a crashed rollouter and its prompt will be generated again:
+  /// it stops running and gives its admission back, so that the regeneration fits in the same
+  /// window (in the on-policy modes the window is exactly one batch).
+  void on_lost();
+  /// Resume from a checkpoint: `accepted` groups were accepted so far (AReaL's count), of
+  /// which `queued` are back in the queue; a new window opens, charged with them.
+  void restore(int64_t accepted, int64_t queued);
   /// A queued group went to the trainer.
   void on_delivered();
   /// A queued group was dropped as too stale; it no longer counts as accepted.

@@ -28,6 +28,7 @@ struct scored_sample {
 struct scored_group {
   uint64_t group_id = 0;
   uint64_t prompt_index = 0;  // position in the training data
+  uint64_t seq = 0;           // position in the run's prompt schedule (epoch * N + cursor)
   std::string ground_truth;
   bool filtered = false;  // all rewards equal and algorithm.filter_groups: no training signal
   int32_t worker = -1;    // the rollouter that generated it (for its share of the credits)

@@ -1,0 +1,297 @@
+// The controller's fault tolerance: the checkpoint cut, resume, and restarts of crashed
+// rollouters (docs/fault-tolerance.md).
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "actors/controller_state.hpp"
+#include "actors/run_checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint_file.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+// metrics.jsonl keeps the lines of the steps the checkpoint covers; the resumed run appends
+// from the next step, so the file has no gap and no duplicate.
+void trim_metrics(const std::string& path, int64_t last_step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].get<int64_t>() <= last_step)
+      kept += line + "\n";
+  }
+  in.close();
+  const auto tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    if (!out) throw std::runtime_error(tmp + ": cannot write");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+prompt_task task_of(const scored_group& g) {
+  prompt_task t;
+  t.group_id = g.group_id;
+  t.prompt_index = g.prompt_index;
+  t.seq = g.seq;
+  if (!g.samples.empty()) t.prompt = g.samples.front().prompt;
+  t.ground_truth = g.ground_truth;
+  return t;
+}
+
+queue_stats add_counters(const queue_stats& base, const queue_stats& now) {
+  queue_stats q;
+  q.dropped_stale = base.dropped_stale + now.dropped_stale;
+  q.regenerated = base.regenerated + now.regenerated;
+  q.abandoned = base.abandoned + now.abandoned;
+  q.lost = base.lost + now.lost;
+  q.max_delivered_staleness = std::max(base.max_delivered_staleness, now.max_delivered_staleness);
+  q.published_version = now.published_version;
+  return q;
+}
+
+// The queue's copy arrived: together with the trainer's part, everything dispatched so far is
+// trained (by the cut's step), dropped, saved scored, or regenerated from the loader.
+void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
+               int64_t tokens_trained) {
+  auto& st = self->state;
+  auto c = std::move(*st.cutting);
+  st.cutting.reset();
+  run_state rs;
+  rs.step = c.step;
+  std::set<uint64_t> saved;
+  rs.queued = std::move(c.held);  // delivered earlier than the queue's own
+  rs.queued.insert(rs.queued.end(), d.groups.begin(), d.groups.end());
+  for (auto& g : rs.queued)
+    saved.insert(g.group_id);
+  auto regen = st.ledger.unsaved(saved);
+  regen.insert(regen.end(), st.trained_after_cut.begin(), st.trained_after_cut.end());
+  std::sort(regen.begin(), regen.end(),
+            [](const prompt_task& a, const prompt_task& b) { return a.group_id < b.group_id; });
+  rs.loader.epoch = st.epoch;
+  rs.loader.pos = st.pos;
+  rs.loader.next_group = st.next_group;
+  rs.loader.next_seq = st.next_seq;
+  rs.loader.retry = std::move(regen);
+  rs.loader.retry.insert(rs.loader.retry.end(), st.retry.begin(), st.retry.end());
+  // The ledger as of the cut: the seqs trained after it were appended last.
+  const auto& trained = st.ledger.trained_seqs();
+  rs.trained_seqs.assign(trained.begin(), trained.end() - static_cast<std::ptrdiff_t>(
+                                                              st.trained_after_cut.size()));
+  rs.dropped_seqs = st.ledger.dropped_seqs();
+  st.trained_after_cut.clear();
+  // Totals at the cut, consistent by construction: every group that reached the queue was
+  // delivered (the trainer's count), dropped, or is saved.
+  rs.queue = add_counters(st.base.queue, d.stats);
+  rs.queue.delivered = c.counts.received;
+  rs.queue.restored = static_cast<int64_t>(rs.queued.size());
+  rs.queue.received = rs.queue.delivered + rs.queue.dropped_stale + rs.queue.restored;
+  rs.reward = st.base.reward;
+  rs.reward.received = rs.reward.forwarded = rs.queue.received;
+  rs.groups_generated = rs.queue.received;
+  rs.tokens_generated = tokens;
+  rs.tokens_trained = tokens_trained;
+  rs.wall_time_s = wall;
+  const auto windows = static_cast<int64_t>(d.stats.window_granted.size());
+  rs.syncs = st.base.syncs + std::max<int64_t>(0, windows - 1);
+  rs.rollouter_restarts = st.base.rollouter_restarts + st.result.rollouter_restarts;
+  rs.trainer = std::move(c);
+  const auto& cfg = st.args.env->cfg;
+  std::string path;
+  try {
+    path = write_run_checkpoint(st.args.checkpoint_dir, cfg.checkpoint.keep, rs,
+                                st.args.config_yaml);
+  } catch (const std::exception& e) {
+    shutdown(self, std::string("checkpoint at step ") + std::to_string(rs.step) + ": " + e.what());
+    return;
+  }
+  ++st.result.checkpoints;
+  st.result.checkpoint = path;
+  st.result.checkpoint_step = rs.step;
+  spdlog::info("checkpoint: step {} -> {} ({} groups saved, {} prompts to regenerate)", rs.step,
+               path, rs.queued.size(), rs.loader.retry.size());
+  if (cfg.faults.corrupt_checkpoint_at_step == rs.step) {
+    spdlog::warn("injected fault: damaging checkpoint {}", path);
+    corrupt_checkpoint_file(path, /*truncate=*/false);
+  }
+  if (st.interrupts > 0)
+    shutdown(self,
+             "interrupted; checkpoint of step " + std::to_string(rs.step) + " written to " + path,
+             run_status::interrupted);
+}
+
+}  // namespace
+
+void restore_from_checkpoint(ctrl_ptr self) {
+  auto& st = self->state;
+  auto& rs = *st.args.resume;
+  st.resumed = true;
+  auto& b = st.base;
+  b.step = rs.step;
+  b.queue = rs.queue;
+  b.reward = rs.reward;
+  b.groups_generated = rs.groups_generated;
+  b.tokens_generated = rs.tokens_generated;
+  b.tokens_trained = rs.tokens_trained;
+  b.syncs = rs.syncs;
+  b.rollouter_restarts = rs.rollouter_restarts;
+  b.wall_time_s = rs.wall_time_s;
+  st.epoch = rs.loader.epoch;
+  st.reshuffle();
+  st.pos = static_cast<size_t>(rs.loader.pos);
+  st.next_group = rs.loader.next_group;
+  st.next_seq = rs.loader.next_seq;
+  st.retry.assign(rs.loader.retry.begin(), rs.loader.retry.end());
+  st.ledger.restore(rs.trained_seqs, rs.dropped_seqs);
+  for (auto& g : rs.queued) {  // in flight again: scored, waiting in the queue
+    st.ledger.dispatched(task_of(g), -1);
+    st.ledger.completed(-1, g.group_id);
+  }
+  st.result.resumed_from_step = rs.step;
+  st.result.steps = rs.step;
+  st.result.tokens_trained = rs.tokens_trained;
+  st.last_step_no = rs.step;
+  st.prev_tokens = rs.tokens_generated;
+  st.prev_wall = rs.wall_time_s;
+  if (!st.args.run_dir.empty()) trim_metrics(st.args.run_dir + "/metrics.jsonl", rs.step);
+  spdlog::info("resume: step {}, epoch {}, {} groups back in the queue, {} prompts to regenerate",
+               rs.step, rs.loader.epoch, rs.queued.size(), rs.loader.retry.size());
+}
+
+void on_trainer_checkpoint(ctrl_ptr self, trainer_checkpoint c) {
+  auto& st = self->state;
+  if (st.args.checkpoint_dir.empty() || st.shutting_down) return;
+  if (st.cutting) {  // one cut at a time; an interrupt is served by the one in progress
+    spdlog::debug("checkpoint: step {} skipped, step {} is being written", c.step,
+                  st.cutting->step);
+    return;
+  }
+  // Every report up to c.step has arrived (the trainer sent them first) and none after.
+  const double wall = st.wall_s();
+  const int64_t tokens = st.tokens_generated();
+  const int64_t tokens_trained = st.result.tokens_trained;
+  st.cutting = std::move(c);
+  st.trained_after_cut.clear();
+  self->request(st.queue, std::chrono::seconds(60), snapshot_atom::value)
+      .then([self, wall, tokens,
+             tokens_trained](delivery& d) { write_cut(self, d, wall, tokens, tokens_trained); },
+            [self](const caf::error& e) {
+              auto& st = self->state;
+              spdlog::warn("checkpoint: the queue did not answer: {}", self->system().render(e));
+              st.cutting.reset();
+              st.trained_after_cut.clear();
+              if (st.interrupts > 0)
+                shutdown(self, "interrupted (no checkpoint: the queue did not answer)",
+                         run_status::interrupted);
+            });
+}
+
+void after_step(ctrl_ptr self, const step_report& r) {
+  auto& st = self->state;
+  auto tasks = st.ledger.trained(r.group_ids);
+  if (st.cutting)
+    st.trained_after_cut.insert(st.trained_after_cut.end(), tasks.begin(), tasks.end());
+  const auto& cfg = st.args.env->cfg;
+  const auto every = cfg.faults.kill_rollouter_every_steps;
+  if (every > 0 && r.step % every == 0 && r.step < st.args.env->plan.total_steps &&
+      !st.rollouters.empty()) {
+    const auto w = static_cast<size_t>(st.kills++ % static_cast<int64_t>(st.rollouters.size()));
+    spdlog::warn("injected fault: killing rollouter {} after step {}", w, r.step);
+    self->send_exit(st.rollouters[w], caf::exit_reason::kill);
+  }
+}
+
+void watch_rollouter(ctrl_ptr self, int32_t worker, const rollouter_actor& r) {
+  auto& st = self->state;
+  self->link_to(r);
+  const auto addr = caf::actor_cast<caf::actor_addr>(r);
+  st.roles[addr] = "rollouter " + std::to_string(worker);
+  st.worker_of[addr] = worker;
+}
+
+void on_rollouter_crash(ctrl_ptr self, int32_t worker, const std::string& why) {
+  auto& st = self->state;
+  const auto& sv = st.args.env->cfg.supervision;
+  const auto now = self->clock().now();
+  const auto window = std::chrono::duration_cast<caf::actor_clock::duration_type>(
+      std::chrono::duration<double>(sv.restart_window_s));
+  st.restarts.push_back(now);
+  while (!st.restarts.empty() && now - st.restarts.front() > window)
+    st.restarts.pop_front();
+  spdlog::warn("supervision: rollouter {} crashed: {}", worker, why);
+  if (static_cast<int64_t>(st.restarts.size()) > sv.max_restarts) {
+    shutdown(self, "rollouter " + std::to_string(worker) + " crashed (" + why + "): " +
+                       std::to_string(st.restarts.size()) + " crashes within " +
+                       fmt::format("{:g}", sv.restart_window_s) +
+                       " s exceed supervision.max_restarts " + std::to_string(sv.max_restarts));
+    return;
+  }
+  // What the dead incarnation did stays counted; its unfinished prompts are regenerated once
+  // every message it sent before dying has been handled (see requeue_and_respawn).
+  if (auto p = st.progress.find(worker); p != st.progress.end()) {
+    st.tokens_of_dead[worker] += p->second.tokens_generated;
+    st.groups_of_dead += p->second.groups_completed;
+    st.progress.erase(p);
+  }
+  st.prev_busy.erase(worker);
+  self->send(self, requeue_atom::value, worker);
+}
+
+void requeue_and_respawn(ctrl_ptr self, int32_t worker) {
+  auto& st = self->state;
+  if (st.shutting_down) return;
+  // The dead incarnation's messages were all enqueued before its exit reached us, and this
+  // message after: its last progress (the groups it completed) and its last prompt requests
+  // have been handled. What it was given and did not complete is generated again, first.
+  auto lost = st.ledger.lost_with(worker);
+  for (auto it = lost.rbegin(); it != lost.rend(); ++it)
+    st.retry.push_front(std::move(*it));
+  self->send(st.queue, lost_atom::value, worker, st.ledger.completed_by(worker));
+  ++st.result.rollouter_restarts;
+  spdlog::info("supervision: restarting rollouter {} ({} prompts to regenerate)", worker,
+               lost.size());
+  self->request(st.sync, std::chrono::seconds(60), respawn_atom::value, worker)
+      .then(
+          [self, worker](caf::actor& a) {
+            auto& st = self->state;
+            if (st.shutting_down) {
+              self->send_exit(a, caf::exit_reason::user_shutdown);
+              return;
+            }
+            auto r = caf::actor_cast<rollouter_actor>(a);
+            st.rollouters[static_cast<size_t>(worker)] = r;
+            watch_rollouter(self, worker, r);
+            self->send(r, start_atom::value);
+          },
+          [self, worker](const caf::error& e) {
+            shutdown(self, "supervision: rollouter " + std::to_string(worker) +
+                               " could not be restarted: " + self->system().render(e));
+          });
+}
+
+void write_ledger(ctrl_ptr self) {
+  auto& st = self->state;
+  auto sorted = [](std::vector<uint64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto in_flight = st.ledger.in_flight_seqs();
+  for (auto& t : st.retry)
+    in_flight.push_back(t.seq);
+  nlohmann::json j{{"trained", sorted(st.ledger.trained_seqs())},
+                   {"dropped", sorted(st.ledger.dropped_seqs())},
+                   {"in_flight", sorted(in_flight)},
+                   {"next_seq", st.next_seq}};
+  std::ofstream out(st.args.run_dir + "/ledger.json", std::ios::trunc);
+  out << j.dump() << "\n";
+}
+
+}  // namespace asyncrl
