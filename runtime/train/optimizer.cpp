@@ -1,6 +1,8 @@
 #include "runtime/train/optimizer.hpp"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace asyncrl {
 
@@ -41,6 +43,69 @@ step_outcome policy_optimizer::step(double lr, bool loss_finite) {
   adam_->step();
   ++steps_;
   return out;
+}
+
+namespace {
+
+// "[3, 4]" for error messages.
+std::string shape_text(at::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// A moment tensor of parameter `i` must have the parameter's shape and dtype; a mismatch means
+// the state belongs to another model and AdamW would fail (or broadcast) at the next step.
+void check_moment(size_t i, const char* what, const torch::Tensor& m, const torch::Tensor& p) {
+  if (!m.defined()) return;
+  if (m.sizes() != p.sizes() || m.scalar_type() != p.scalar_type())
+    throw std::runtime_error("optimizer state: parameter #" + std::to_string(i) + " " + what +
+                             " is " + shape_text(m.sizes()) + " " +
+                             std::string(c10::toString(m.scalar_type())) + ", the parameter is " +
+                             shape_text(p.sizes()) + " " +
+                             std::string(c10::toString(p.scalar_type())));
+}
+
+}  // namespace
+
+void policy_optimizer::save(torch::serialize::OutputArchive& ar) const {
+  torch::serialize::OutputArchive adam(ar.compilation_unit());
+  adam_->save(adam);
+  ar.write("adamw", adam);
+  ar.write("steps", c10::IValue(steps_));
+  ar.write("skipped", c10::IValue(skipped_));
+  ar.write("params", c10::IValue(static_cast<int64_t>(params_.size())));
+}
+
+void policy_optimizer::load(torch::serialize::InputArchive& ar) {
+  c10::IValue steps, skipped, count;
+  ar.read("steps", steps);
+  ar.read("skipped", skipped);
+  ar.read("params", count);
+  if (count.toInt() != static_cast<int64_t>(params_.size()))
+    throw std::runtime_error("optimizer state: " + std::to_string(count.toInt()) +
+                             " parameters in the state, " + std::to_string(params_.size()) +
+                             " in this optimizer");
+  // Loaded into a scratch AdamW over the same tensors (AdamW keys its state by tensor
+  // identity), checked, then moved over: a bad state leaves this optimizer as it was.
+  torch::optim::AdamW scratch(params_,
+                              static_cast<const torch::optim::AdamWOptions&>(adam_->defaults()));
+  torch::serialize::InputArchive adam;
+  ar.read("adamw", adam);
+  scratch.load(adam);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto key = c10::guts::to_string(params_[i].unsafeGetTensorImpl());
+    auto it = scratch.state().find(key);
+    if (it == scratch.state().end()) continue;  // no step yet touched it
+    auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    check_moment(i, "exp_avg", st.exp_avg(), params_[i]);
+    check_moment(i, "exp_avg_sq", st.exp_avg_sq(), params_[i]);
+    check_moment(i, "max_exp_avg_sq", st.max_exp_avg_sq(), params_[i]);
+  }
+  adam_->state() = std::move(scratch.state());
+  steps_ = steps.toInt();
+  skipped_ = skipped.toInt();
 }
 
 }  // namespace asyncrl

@@ -4,6 +4,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/optim/adamw.h>
+#include <torch/serialize/archive.h>
 
 #include <memory>
 
@@ -35,6 +36,16 @@ class policy_optimizer {
   step_outcome step(double lr, bool loss_finite = true);
   int64_t skipped_steps() const { return skipped_; }
   int64_t steps() const { return steps_; }
+
+  /// AdamW's state (moments and per-parameter step counts, bitwise) and the step and skip
+  /// counters, for checkpoints. The options (lr, betas...) are not saved: they come from the
+  /// config, and step() sets the lr each time.
+  void save(torch::serialize::OutputArchive& ar) const;
+  /// Restores save()'s state into an optimizer over parameters of the same shapes and dtypes.
+  /// Throws std::runtime_error naming the parameter by index for a state that does not fit,
+  /// c10::Error for an unreadable archive; everything is checked before anything is replaced,
+  /// so after a throw this optimizer is unchanged.
+  void load(torch::serialize::InputArchive& ar);
 
  private:
   std::vector<torch::Tensor> params_;
