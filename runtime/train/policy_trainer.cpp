@@ -254,12 +254,16 @@ update_stats policy_trainer::step() {
   u.tokens_processed = processed_;
   u.staleness_max = staleness_max_;
   u.prox_time_ms = prox_ms_;
+  clear_minibatch_sums();
+  return u;
+}
+
+void policy_trainer::clear_minibatch_sums() {
   loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
   weight_min_ = weight_max_ = 0;
   tokens_ = kept_ = samples_ = processed_ = 0;
   staleness_max_ = 0;
   prox_ms_ = 0;
-  return u;
 }
 
 }  // namespace asyncrl

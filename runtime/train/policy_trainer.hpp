@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/model/model.hpp"
@@ -43,6 +44,18 @@ class policy_trainer {
   /// sequence count), before clipping. For tests and diagnostics.
   std::vector<at::Tensor> pending_gradient() const;
 
+  /// Everything needed to continue training bitwise: the policy, old and reference
+  /// parameters in their own dtype, the AdamW state, the lr-schedule position (steps taken),
+  /// the version and the skipped-step count. Only valid between steps (no gradient pending):
+  /// throws std::logic_error after accumulate() without a step(). The params (lr schedule,
+  /// loss...) are not saved: the trainer that loads must be built from the same ones.
+  std::string save_state() const;
+  /// Restores save_state()'s bytes into a trainer built with the same model config and params.
+  /// Throws std::runtime_error naming the first mismatching tensor (name, shape or dtype), or
+  /// saying why the bytes are unreadable; everything is checked before anything is replaced,
+  /// so after a throw this trainer is unchanged. Drops any gradient pending here.
+  void load_state(const std::string& bytes);
+
   /// Successful optimizer steps so far: the version of the current policy weights.
   int64_t version() const { return version_; }
   void set_version(int64_t v) { version_ = v; }
@@ -67,6 +80,8 @@ class policy_trainer {
   lr_schedule schedule_;
   // The raw gradient sum of parameter i so far (float64), from the accumulators below.
   at::Tensor accumulated(size_t i) const;
+  // Zeroes the mini-batch's metric sums (below): after a step, and on load_state.
+  void clear_minibatch_sums();
 
   std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode)
   std::vector<at::Tensor> grad64_lo_;  // float64 weights only: their TwoSum error terms
