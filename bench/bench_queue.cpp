@@ -88,7 +88,7 @@ struct actor_result {
 actor_result run_actors(caf::actor_system& sys, const env_ptr& env, const scored_group& tmpl,
                         int64_t n, bool detached) {
   auto ctrl = bench::fake_controller(sys);
-  auto q = spawn_message_queue(sys, queue_args{env, ctrl});
+  auto q = spawn_message_queue(sys, queue_args{env, ctrl, {}, 0});
   auto shared = std::make_shared<const scored_group>(tmpl);
   auto producer_fn = [=](caf::event_based_actor* self) -> caf::behavior {
     return {[=](start_atom) { produce(self, q, shared, std::make_shared<int64_t>(n)); }};

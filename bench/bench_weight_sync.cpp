@@ -32,6 +32,8 @@ queue_actor fake_queue(caf::actor_system& sys) {
         [](put_atom, scored_group&) {},
         [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
         [](synced_atom, int64_t) {},
+        [](lost_atom, int32_t, int64_t) {},
+        [](snapshot_atom) -> delivery { return {}; },
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -62,6 +64,7 @@ rollouter_actor fake_rollouter(caf::actor_system& sys, const model_config& cfg) 
           return w.version;
         },
         [](resume_atom) {},
+        [](apply_atom) {},
         [self](stop_atom) -> rollout_counts {
           self->quit();
           return {};
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
       rs.push_back(fake_rollouter(sys, mcfg));
     auto ctrl = bench::fake_controller(sys);
     auto q = fake_queue(sys);
-    auto sync = spawn_synchronizer(sys, synchronizer_args{env, rs, q, ctrl});
+    auto sync = spawn_synchronizer(sys, synchronizer_args{env, {}, {}, rs, q, ctrl});
 
     int64_t version = 0;
     int64_t bytes = 0;
@@ -154,7 +157,7 @@ int main(int argc, char** argv) {
       self->request(r, caf::infinite, stop_atom::value)
           .receive([](rollout_counts&) {}, [](caf::error&) {});
     self->request(sync, caf::infinite, stop_atom::value)
-        .receive([](int64_t) {}, [](caf::error&) {});
+        .receive([](int64_t, int64_t) {}, [](caf::error&) {});
     self->send_exit(ctrl, caf::exit_reason::user_shutdown);
     self->send_exit(q, caf::exit_reason::user_shutdown);
 

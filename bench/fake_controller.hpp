@@ -17,11 +17,14 @@ inline controller_actor fake_controller(caf::actor_system& sys) {
     return {
         [](run_atom) -> run_result { return {}; },
         [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
-        [](regen_atom, prompt_task&) {},
+        [](dropped_atom, uint64_t, bool) {},
         [](progress_atom, rollout_progress&) {},
         [](report_atom, step_report&) {},
+        [](checkpoint_atom, trainer_checkpoint&) {},
         [](done_atom) {},
         [](fail_atom, std::string& why) { std::cerr << "run failed: " << why << "\n"; },
+        [](interrupt_atom) {},
+        [](requeue_atom, int32_t) {},
         [](watchdog_atom) {},
     };
   });

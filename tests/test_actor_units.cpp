@@ -24,7 +24,7 @@ struct log_t {
   std::vector<std::string> events;
   std::vector<scored_group> groups;
   std::vector<std::string> failures;
-  std::vector<prompt_task> regenerate;
+  std::vector<std::pair<uint64_t, bool>> dropped;  // group id, regenerate
   std::vector<int64_t> synced;
   int64_t credits_asked = 0;
 };
@@ -48,11 +48,14 @@ controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
               }
               return out;
             },
-            [log](regen_atom, prompt_task& t) { log->regenerate.push_back(t); },
+            [log](dropped_atom, uint64_t id, bool regen) { log->dropped.emplace_back(id, regen); },
             [](progress_atom, rollout_progress&) {},
             [](report_atom, step_report&) {},
+            [](checkpoint_atom, trainer_checkpoint&) {},
             [](done_atom) {},
             [log](fail_atom, std::string& why) { log->failures.push_back(why); },
+            [](interrupt_atom) {},
+            [](requeue_atom, int32_t) {},
             [](watchdog_atom) {},
         };
       }));
@@ -73,6 +76,8 @@ queue_actor fake_queue(test::coordinated_system& cs, log_ptr log, int64_t budget
         [](put_atom, scored_group&) {},
         [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
         [log](synced_atom, int64_t v) { log->synced.push_back(v); },
+        [](lost_atom, int32_t, int64_t) {},
+        [](snapshot_atom) -> delivery { return {}; },
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -113,6 +118,7 @@ rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::s
               return w.version;
             },
             [=](resume_atom) { log->events.push_back(name + " resume"); },
+            [](apply_atom) {},
             [self](stop_atom) -> rollout_counts {
               self->quit();
               return {};
@@ -147,7 +153,7 @@ TEST(SynchronizerUnit, PausesLoadsAndResumesEveryRollouterInOrder) {
   auto b = fake_rollouter(cs, log, "b", false);
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
-      synchronizer_args{env, {a, b}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      synchronizer_args{env, {}, {}, {a, b}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto report = std::make_shared<std::optional<sync_report>>();
   auto w = tiny_weights(env, 4, 1);
   cs.sys().spawn([=](caf::event_based_actor* self) {
@@ -174,12 +180,13 @@ TEST(SynchronizerUnit, PausesLoadsAndResumesEveryRollouterInOrder) {
 TEST(SynchronizerUnit, WatchdogFailsLoudlyAndStillResumes) {
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
-  auto env = tiny_env({"async_training.sync_timeout_ms=50"});
+  // No retries: this is the bound of one attempt (FaultInjection tests the retries).
+  auto env = tiny_env({"async_training.sync_timeout_ms=50", "async_training.sync_retries=0"});
   auto a = fake_rollouter(cs, log, "a", false);
   auto stuck = fake_rollouter(cs, log, "stuck", true);
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
-      synchronizer_args{env, {a, stuck}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      synchronizer_args{env, {}, {}, {a, stuck}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto report = std::make_shared<std::optional<sync_report>>();
   auto w = tiny_weights(env, 2, 1);
   cs.sys().spawn([=](caf::event_based_actor* self) {
@@ -276,7 +283,7 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
   auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
                        "async_training.max_staleness=1", "async_training.stale_policy=regenerate",
                        "trainer.ppo_mini_batch_size=1"});
-  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1})}));
+  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
   auto got = std::make_shared<std::vector<int64_t>>();
   auto delivered = std::make_shared<std::optional<delivery>>();
   auto group_at = [](uint64_t id, int64_t version) {
@@ -319,8 +326,10 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
   EXPECT_EQ(d.stats.regenerated, 1);
   EXPECT_EQ(d.stats.max_delivered_staleness, 1);
   cs.sched().run();
-  ASSERT_EQ(log->regenerate.size(), 1u);  // the stale group's prompt goes back to the loader
-  EXPECT_EQ(log->regenerate[0].prompt, (std::vector<int32_t>{1, 5}));
+  // The stale group goes back to the loader (the controller owns its prompt), marked for
+  // regeneration.
+  ASSERT_EQ(log->dropped.size(), 1u);
+  EXPECT_EQ(log->dropped[0], (std::pair<uint64_t, bool>{0, true}));
 }
 
 // --- issue 9: defects found by reading the actors; each test failed before its fix ---------
@@ -352,7 +361,7 @@ TEST(SynchronizerUnit, BackToBackPublishesDoNotWedgeARealRollouter) {
                                fake_reward(cs, log), fake_controller(cs, log, {1})}));
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
-      synchronizer_args{env, {r}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      synchronizer_args{env, {}, {}, {r}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto reports = std::make_shared<std::map<int32_t, sync_report>>();
   publish_all(cs, sync, env, {1, 2}, reports);
   ASSERT_TRUE(cs.run_until([&] { return reports->size() == 2; }, 10));
@@ -370,7 +379,7 @@ TEST(SynchronizerUnit, SupersededPublishIsNotReportedAsASuccess) {
   auto a = fake_rollouter(cs, log, "a", false);
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
-      synchronizer_args{env, {a}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      synchronizer_args{env, {}, {}, {a}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto reports = std::make_shared<std::map<int32_t, sync_report>>();
   // v1 starts at once, v2 waits behind it, v3 replaces v2 before it starts.
   publish_all(cs, sync, env, {1, 2, 3}, reports);
@@ -392,11 +401,12 @@ TEST(SynchronizerUnit, DrainHasItsOwnBoundApartFromTheLoadWatchdog) {
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
   auto env =
-      tiny_env({"async_training.sync_timeout_ms=100", "async_training.drain_timeout_ms=5000"});
+      tiny_env({"async_training.sync_timeout_ms=100", "async_training.drain_timeout_ms=5000",
+                "async_training.sync_retries=0"});
   auto slow = fake_rollouter(cs, log, "slow", /*hang=*/true);
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
-      synchronizer_args{env, {slow}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      synchronizer_args{env, {}, {}, {slow}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto reports = std::make_shared<std::map<int32_t, sync_report>>();
   publish_all(cs, sync, env, {1}, reports);
   cs.sched().run();
@@ -486,6 +496,8 @@ queue_actor holding_queue(test::coordinated_system& cs, log_ptr log,
         [](put_atom, scored_group&) {},
         [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
         [log](synced_atom, int64_t v) { log->synced.push_back(v); },
+        [](lost_atom, int32_t, int64_t) {},
+        [](snapshot_atom) -> delivery { return {}; },
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -534,7 +546,7 @@ TEST(QueueUnit, CreditsAreSharedAcrossWorkers) {
   // periodic: a window of B = 4 groups; each worker has room for 16 / G = 4.
   auto env =
       tiny_env({"async_training.mode=periodic", "rollout.num_workers=2", "rollout.max_batch=16"});
-  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1})}));
+  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
   auto got = std::make_shared<std::map<int32_t, int64_t>>();
   cs.sys().spawn([=](caf::event_based_actor* self) {
     for (int32_t w : {0, 1})

@@ -52,24 +52,25 @@ void expect_same(const scored_sample& a, const scored_sample& b) {
 }
 
 void expect_same(const scored_group& a, const scored_group& b) {
-  SAME(group_id), SAME(prompt_index), SAME(ground_truth), SAME(filtered), SAME(worker);
+  SAME(group_id), SAME(prompt_index), SAME(seq), SAME(ground_truth), SAME(filtered),
+      SAME(worker);
   ASSERT_EQ(a.samples.size(), b.samples.size());
   for (size_t i = 0; i < a.samples.size(); ++i)
     expect_same(a.samples[i], b.samples[i]);
 }
 
 void expect_same(const prompt_task& a, const prompt_task& b) {
-  SAME(group_id), SAME(prompt_index), SAME(prompt), SAME(ground_truth);
+  SAME(group_id), SAME(prompt_index), SAME(seq), SAME(prompt), SAME(ground_truth);
 }
 
 void expect_same(const rollout_progress& a, const rollout_progress& b) {
   SAME(worker), SAME(tokens_generated), SAME(groups_completed), SAME(busy_ms), SAME(idle_ms),
-      SAME(version), SAME(state);
+      SAME(version), SAME(state), SAME(completed);
 }
 
 void expect_same(const queue_stats& a, const queue_stats& b) {
   SAME(depth), SAME(running), SAME(received), SAME(delivered), SAME(dropped_stale),
-      SAME(regenerated), SAME(abandoned), SAME(admitted_in_window), SAME(window_budget),
+      SAME(regenerated), SAME(abandoned), SAME(lost), SAME(restored), SAME(admitted_in_window), SAME(window_budget),
       SAME(carried), SAME(capacity), SAME(published_version), SAME(max_delivered_staleness),
       SAME(credit_requests_waiting), SAME(pull_waiting_min), SAME(admission_limit),
       SAME(window_granted), SAME(window_carried);
@@ -103,7 +104,7 @@ void expect_same(const step_report& a, const step_report& b) {
       SAME(stale_samples), SAME(partial_ratio), SAME(max_partial_span), SAME(groups_trained),
       SAME(filtered_groups), SAME(reward_failures), SAME(step_ms), SAME(trainer_idle_ms),
       SAME(sync_time_ms), SAME(sync_bytes), SAME(params_checksum), SAME(prox_version),
-      SAME(out_of_order_groups), SAME(eval_accuracy), SAME(eval_time_s);
+      SAME(out_of_order_groups), SAME(eval_accuracy), SAME(eval_time_s), SAME(group_ids);
   expect_same(a.update, b.update);
   expect_same(a.queue, b.queue);
 }
@@ -134,7 +135,9 @@ void expect_same(const weight_snapshot& a, const weight_snapshot& b) {
 }
 
 void expect_same(const run_result& a, const run_result& b) {
-  SAME(ok), SAME(error), SAME(steps), SAME(groups_generated), SAME(groups_trained),
+  SAME(ok), SAME(status), SAME(error), SAME(resumed_from_step), SAME(checkpoints),
+      SAME(checkpoint), SAME(checkpoint_step), SAME(rollouter_restarts), SAME(sync_retries),
+      SAME(restartable), SAME(steps), SAME(groups_generated), SAME(groups_trained),
       SAME(groups_dropped), SAME(groups_in_flight), SAME(groups_filtered), SAME(tokens_generated),
       SAME(tokens_trained), SAME(syncs), SAME(wall_time_s), SAME(train_time_s);
   ASSERT_EQ(a.rollouters.size(), b.rollouters.size());
@@ -161,14 +164,14 @@ scored_sample make_sample(uint64_t k) {
 scored_group make_group(uint64_t k) {
   scored_group g;
   g.group_id = (1ULL << 41) + k, g.prompt_index = 900 + k, g.filtered = true;
-  g.worker = 3 + static_cast<int32_t>(k);
+  g.worker = 3 + static_cast<int32_t>(k), g.seq = 4000 + k;
   g.ground_truth = "\\boxed{42} \xe2\x88\x9a", g.samples = {make_sample(k), make_sample(k + 1)};
   return g;
 }
 
 queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107,   108,        109,
-          110, 111, 112, 113, 114, 115, "eta", {116, 117}, {0, 118}};
+  return {101, 102, 103, 104, 105, 106, 107, 119, 120, 108,
+          109, 110, 111, 112, 113, 114, 115, "eta", {116, 117}, {0, 118}};
 }
 
 std::shared_ptr<weight_blob> make_blob() {
@@ -189,6 +192,9 @@ std::shared_ptr<weight_blob> make_blob() {
 run_result make_run_result() {
   run_result r;
   r.ok = false, r.error = "trainer died", r.steps = 31, r.groups_generated = 32;
+  r.status = run_status::interrupted, r.resumed_from_step = 42, r.checkpoints = 43;
+  r.checkpoint = "runs/x/checkpoints/step-00000044.ckpt", r.checkpoint_step = 44;
+  r.rollouter_restarts = 45, r.sync_retries = 46, r.restartable = true;
   r.groups_trained = 33, r.groups_dropped = 34, r.groups_in_flight = 35, r.groups_filtered = 36;
   r.tokens_generated = 37, r.tokens_trained = 38, r.syncs = 39, r.wall_time_s = 40.25;
   r.train_time_s = 41.5, r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
@@ -216,7 +222,7 @@ update_stats make_update_stats() {
 
 step_report make_step_report() {
   return {1,  2,    make_update_stats(), 3.5, 4.5, 5,    6,   7.5, 8, 9, 10, 11, 12.5, 13.5, 14.5,
-          15, 16.5, make_queue_stats(),  17,  18,  19.5, 20.5};
+          15, 16.5, make_queue_stats(),  17,  18,  19.5, 20.5, {21, 1ULL << 50}};
 }
 
 class Messages : public ::testing::Test {
@@ -290,10 +296,10 @@ class Messages : public ::testing::Test {
 };
 
 TEST_F(Messages, EveryPayloadRoundTrips) {
-  check(prompt_task{(1ULL << 62) + 5, 77, {1, -2, 3, 40000}, "ground \"truth\"\n"});
+  check(prompt_task{(1ULL << 62) + 5, 77, 1ULL << 45, {1, -2, 3, 40000}, "ground \"truth\"\n"});
   check(make_sample(3));
   check(make_group(5));
-  check(rollout_progress{3, 1LL << 40, 55, 12.25, 0.125, 9, "paused"});
+  check(rollout_progress{3, 1LL << 40, 55, 12.25, 0.125, 9, "paused", {7, 1ULL << 60}});
   check(make_queue_stats());
   check(delivery{{make_group(1), make_group(2)}, make_queue_stats()});
   check(sync_report{14, 3.75, 1LL << 33, 4, false, true, "worker 2 unreachable"});
@@ -307,7 +313,7 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
 
 TEST_F(Messages, RegisteredContainersAndMultiElementMessages) {
   auto msg =
-      caf::make_message(put_atom::value, std::vector<prompt_task>{{1, 2, {3}, "4"}},
+      caf::make_message(put_atom::value, std::vector<prompt_task>{{1, 2, 9, {3}, "4"}},
                         std::vector<scored_group>{make_group(9)},
                         std::vector<rollout_counts>{{5, 6, 7, 8, 9}}, std::vector<int32_t>{-1, 2},
                         std::vector<float>{0.5f}, std::vector<char>{'x', '\0', 'y'}, int32_t{7});
@@ -320,7 +326,7 @@ TEST_F(Messages, RegisteredContainersAndMultiElementMessages) {
   ASSERT_TRUE((out.match_elements<put_atom, std::vector<prompt_task>, std::vector<scored_group>,
                                   std::vector<rollout_counts>, std::vector<int32_t>,
                                   std::vector<float>, std::vector<char>, int32_t>()));
-  expect_same(out.get_as<std::vector<prompt_task>>(1).at(0), prompt_task{1, 2, {3}, "4"});
+  expect_same(out.get_as<std::vector<prompt_task>>(1).at(0), prompt_task{1, 2, 9, {3}, "4"});
   expect_same(out.get_as<std::vector<scored_group>>(2).at(0), make_group(9));
   expect_same(out.get_as<std::vector<rollout_counts>>(3).at(0), rollout_counts{5, 6, 7, 8, 9});
   EXPECT_EQ(out.get_as<std::vector<int32_t>>(4), (std::vector<int32_t>{-1, 2}));
@@ -337,7 +343,7 @@ TEST_F(Messages, UnregisteredTypesFailToSerialize) {
             caf::sec::unknown_type);
   caf::actor_system_config bare_cfg;
   caf::actor_system bare{bare_cfg};
-  auto task = caf::make_message(prompt_task{1, 2, {3}, "4"});
+  auto task = caf::make_message(prompt_task{1, 2, 9, {3}, "4"});
   std::vector<char> bare_buf;
   EXPECT_EQ(save_message(task, bare_buf, bare), caf::sec::unknown_type);
   // And a node that did not register cannot read what a registered one sent.

@@ -1,6 +1,7 @@
 #include "apps/asyncrl/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -38,6 +39,7 @@ struct cli_args {
   config_args sft, train, simulate, data, config;
   bool per_step = false;  // simulate --per-step
   std::string data_out;   // data --out
+  std::string resume_dir;  // train --resume
   config_query query;     // config --describe / --get
   eval_command eval;
   generate_command generate;
@@ -77,7 +79,10 @@ void add_run_commands(CLI::App& app, cli_args& a) {
   a.sft.attach(a.sft_cmd, true);
 
   a.train_cmd = app.add_subcommand("train", "RL post-training on the actor runtime (the main job)");
-  a.train.attach(a.train_cmd, true);
+  a.train.attach(a.train_cmd, false);
+  a.train_cmd->add_option("--resume", a.resume_dir,
+                          "continue the run in this directory from its newest usable checkpoint "
+                          "(its config.yaml, with any key=value overrides)");
 
   a.simulate_cmd = app.add_subcommand(
       "simulate", "discrete-event model of a run: the same scheduling rules, modelled costs");
@@ -139,11 +144,30 @@ int quietly(int (*run)(const Command&), const Command& c) {
   return run(c);
 }
 
+// train --config FILE, or train --resume RUN_DIR (the run's own config.yaml + overrides).
+int run_train(const cli_args& a) {
+  if (a.resume_dir.empty()) {
+    if (a.train.path.empty())
+      throw config_error("train: --config FILE is required (or --resume RUN_DIR)");
+    return run_train_command(*a.train.load());
+  }
+  if (!a.train.path.empty())
+    throw config_error("train --resume uses the run's own config.yaml; give changes as key=value "
+                       "overrides, not --config");
+  const auto path = a.resume_dir + "/config.yaml";
+  if (!std::ifstream(path))
+    throw config_error("train --resume " + a.resume_dir + ": no config.yaml there (not a run "
+                       "directory?)");
+  auto overrides = a.train.overrides;
+  overrides.push_back("runtime.run_dir=" + a.resume_dir);
+  return run_train_command(*load_config(path, overrides), a.resume_dir);
+}
+
 // Runs the one subcommand that was parsed; the config-driven ones load their config first.
 int dispatch(const cli_args& a) {
   if (a.sft_cmd->parsed()) return run_sft_command(*a.sft.load());
   if (a.simulate_cmd->parsed()) return run_simulate_command(*a.simulate.load(), a.per_step);
-  if (a.train_cmd->parsed()) return run_train_command(*a.train.load());
+  if (a.train_cmd->parsed()) return run_train(a);
   if (a.eval_cmd->parsed()) return quietly(run_eval_command, a.eval);
   if (a.generate_cmd->parsed()) return quietly(run_generate_command, a.generate);
   if (a.score_cmd->parsed()) return quietly(run_score_command, a.score);

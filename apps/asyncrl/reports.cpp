@@ -23,8 +23,14 @@ nlohmann::ordered_json summarize(const run_result& r) {
                           {"tokens_generated", c.tokens_generated},
                           {"interruptions", c.interruptions}});
   return {{"ok", r.ok},
+          {"status", to_string(r.status)},
           {"error", r.error},
           {"steps", r.steps},
+          {"resumed_from_step", r.resumed_from_step},
+          {"checkpoints_written", r.checkpoints},
+          {"checkpoint", r.checkpoint},
+          {"rollouter_restarts", r.rollouter_restarts},
+          {"sync_retries", r.sync_retries},
           {"groups_generated", r.groups_generated},
           {"groups_trained", r.groups_trained},
           {"groups_dropped", r.groups_dropped},
@@ -48,6 +54,8 @@ nlohmann::ordered_json summarize(const run_result& r) {
             {"dropped_stale", r.queue.dropped_stale},
             {"regenerated", r.queue.regenerated},
             {"abandoned", r.queue.abandoned},
+            {"lost", r.queue.lost},
+            {"restored", r.queue.restored},
             {"max_delivered_staleness", r.queue.max_delivered_staleness}}},
           {"trainer",
            {{"deliveries", r.trainer.deliveries},
@@ -67,6 +75,7 @@ nlohmann::ordered_json train_summary(const run_result& r, const train_outcome& o
   for (auto& [k, v] : out.items())
     summary[k] = v;
   summary["tpspd"] = o.tpspd;
+  summary["trainer_restarts"] = o.trainer_restarts;
   if (o.params_sha256) summary["params_sha256"] = *o.params_sha256;
   if (o.final_model) summary["final_model"] = *o.final_model;
   if (o.final_eval_accuracy) summary["final_eval_accuracy"] = *o.final_eval_accuracy;

@@ -31,6 +31,7 @@ struct train_outcome {
   std::optional<std::string> params_sha256;   // these two when the run ended with weights
   std::optional<std::string> final_model;     // <run_dir>/final
   std::optional<double> final_eval_accuracy;  // runtime.eval_after
+  int64_t trainer_restarts = 0;               // supervision.trainer_failure=restart
 };
 
 /// summary.json of `asyncrl train`; its stdout is the same object on one line.

@@ -4,6 +4,10 @@
 #include <c10/core/Device.h>
 #include <torch/cuda.h>
 
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -40,12 +44,33 @@ void apply_runtime(const runtime_section& rt) {
 }
 
 std::string prepare_run_dir(const loaded_config& lc) {
+  // A run directory that cannot be written fails here, before any work, not at the first
+  // checkpoint an hour later.
   const auto& dir = lc.cfg.runtime.run_dir;
-  std::filesystem::create_directories(dir);
-  std::ofstream out(std::filesystem::path(dir) / "config.yaml");
-  if (!out) throw std::runtime_error(dir + ": cannot write config.yaml");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error("runtime.run_dir '" + dir + "' cannot be created: " + ec.message());
+  const auto path = (std::filesystem::path(dir) / "config.yaml").string();
+  std::ofstream out(path);
   out << lc.schema.dump_yaml();
+  out.close();
+  if (!out)
+    throw std::runtime_error("runtime.run_dir '" + dir + "' is not writable: cannot write " + path +
+                             ": " + std::strerror(errno));
   return dir;
+}
+
+void check_free_space(const std::string& dir, uint64_t need_bytes) {
+  struct statvfs fs {};
+  if (statvfs(dir.c_str(), &fs) != 0)
+    throw std::runtime_error("runtime.run_dir '" + dir + "': statvfs failed: " + std::strerror(errno));
+  const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes < need_bytes)
+    throw std::runtime_error("runtime.run_dir '" + dir + "' has " +
+                             std::to_string(free_bytes >> 20) + " MiB free; this run needs about " +
+                             std::to_string(need_bytes >> 20) +
+                             " MiB for checkpoint.keep + 1 checkpoints and the final model");
 }
 
 void check_device(const std::string& device) {

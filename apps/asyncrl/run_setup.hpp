@@ -37,6 +37,10 @@ void apply_runtime(const runtime_section& rt);
 /// run records exactly what it ran with. Returns the directory.
 std::string prepare_run_dir(const loaded_config& lc);
 
+/// Fails before any work when the run directory's file system has less than `need_bytes`
+/// free (checkpoints and the final model), naming the directory and both sizes.
+void check_free_space(const std::string& dir, uint64_t need_bytes);
+
 /// Checks a device string ("cpu", "cuda", "cuda:N") against what this libtorch can use;
 /// throws std::runtime_error with advice when CUDA is asked for but missing.
 void check_device(const std::string& device);

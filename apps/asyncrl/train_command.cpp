@@ -6,12 +6,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "actors/controller.hpp"
 #include "actors/env.hpp"
+#include "actors/run_checkpoint.hpp"
 #include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/run_setup.hpp"
+#include "apps/asyncrl/signals.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/checkpoint/checkpoint_file.hpp"
+#include "runtime/config/resume_compat.hpp"
 #include "runtime/config/run_config.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
@@ -24,6 +29,11 @@ namespace asyncrl {
 namespace fs = std::filesystem;
 
 namespace {
+
+struct train_paths {
+  std::string run_dir;
+  std::string checkpoint_dir;
+};
 
 void check_lengths(const task_data& d, const char_tokenizer& tok, const run_config& cfg,
                    const model_config& m) {
@@ -51,17 +61,22 @@ double greedy_accuracy(const model_bundle& policy, const task_data& data, const 
   return e.pass1;
 }
 
-// The actor run to trainer.total_steps from the policy's weights (version 0). Returns when every
+// The actor run to trainer.total_steps from the policy's weights (version 0), or from a
+// checkpoint. SIGINT/SIGTERM become interrupt messages to the controller. Returns when every
 // actor has quit.
 run_result run_actors(const run_config& cfg, const model_bundle& policy, const task_data& data,
-                      const std::string& run_dir) {
+                      const train_paths& paths, const std::string& config_yaml,
+                      std::optional<resume_point> from) {
   const auto& tok = *policy.tokenizer;
   controller_args ca;
   ca.env = make_env(cfg, policy.config, tok, /*detached=*/true);
   ca.initial = snapshot_weights(*policy.model, 0);
   ca.train = data.train;
   ca.test = data.test;
-  ca.run_dir = run_dir;
+  ca.run_dir = paths.run_dir;
+  ca.checkpoint_dir = paths.checkpoint_dir;
+  ca.config_yaml = config_yaml;
+  if (from) ca.resume = std::move(from->run);
   run_result result;
   {
     caf::actor_system_config sys_cfg;
@@ -73,15 +88,55 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
     sys_cfg.set("scheduler.max-threads", static_cast<size_t>(caf_threads));
     caf::actor_system sys{sys_cfg};
     auto ctrl = spawn_controller(sys, ca);
+    interrupt_watch signals([ctrl](int) { caf::anon_send(ctrl, interrupt_atom::value); });
     caf::scoped_actor self{sys};
     self->request(ctrl, caf::infinite, run_atom::value)
         .receive([&](run_result& r) { result = std::move(r); },
                  [&](caf::error& e) {
                    result.ok = false;
+                   result.status = run_status::failed;
                    result.error = "controller: " + sys.render(e);
                  });
   }  // the actor system waits for every actor here; each role quit during shutdown
   return result;
+}
+
+// The newest usable checkpoint, reporting every newer one that is damaged.
+std::optional<resume_point> latest_checkpoint(const std::string& dir) {
+  std::vector<std::string> skipped;
+  auto p = load_resume_point(dir, &skipped);
+  for (auto& s : skipped)
+    spdlog::error("checkpoint unusable, skipped: {}", s);
+  if (p && !skipped.empty()) spdlog::warn("resuming from the previous checkpoint {}", p->path);
+  return p;
+}
+
+// --resume: the checkpoint to continue from, refused when the config changed a key that would
+// make it another run.
+resume_point resume_point_for(const loaded_config& lc, const std::string& dir) {
+  auto p = latest_checkpoint(dir);
+  if (!p) throw std::runtime_error("cannot resume: no usable checkpoint in " + dir);
+  loaded_config saved;
+  saved.cfg.bind(saved.schema);
+  saved.schema.load_yaml_text(p->config_yaml, p->path + " (config)");
+  if (auto why = resume_conflict(saved, lc); !why.empty())
+    throw config_error("cannot resume from " + p->path + ": " + why);
+  if (lc.cfg.trainer.total_steps <= p->run.step)
+    throw config_error("cannot resume from " + p->path + ": it is at step " +
+                       std::to_string(p->run.step) + ", and trainer.total_steps is " +
+                       std::to_string(lc.cfg.trainer.total_steps) + "; raise it to continue");
+  spdlog::info("train: resuming from {} (step {})", p->path, p->run.step);
+  return std::move(*p);
+}
+
+// Space for checkpoint.keep + 1 checkpoints (a new one is written before the oldest goes) and
+// the final model. A checkpoint holds the policy, old and reference models, AdamW's two moments
+// (in the trainer's precision) and a float32 snapshot for the rollouters.
+uint64_t disk_needed(const run_config& cfg, int64_t params) {
+  const uint64_t width = cfg.trainer.precision == train_precision::float64 ? 8 : 4;
+  const uint64_t per_checkpoint = static_cast<uint64_t>(params) * (5 * width + 4);
+  return per_checkpoint * static_cast<uint64_t>(cfg.checkpoint.keep + 1) +
+         static_cast<uint64_t>(params) * 4 + (16u << 20);
 }
 
 // Trained tokens per second per device: the rollouters and the trainer.
@@ -104,19 +159,39 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
 
 }  // namespace
 
-int run_train_command(const loaded_config& lc) {
+int run_train_command(const loaded_config& lc, const std::string& resume_dir) {
   const auto& cfg = lc.cfg;
   auto run = start_run(lc);
   auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
   check_lengths(run.data, *policy.tokenizer, cfg, policy.config);
+  train_paths paths{run.dir, cfg.checkpoint.dir.empty()
+                                 ? (fs::path(run.dir) / "checkpoints").string()
+                                 : cfg.checkpoint.dir};
+  check_free_space(run.dir, disk_needed(cfg, policy.config.num_parameters()));
+  std::optional<resume_point> from;
+  if (!resume_dir.empty()) from = resume_point_for(lc, paths.checkpoint_dir);
   spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
                to_string(cfg.async_training.mode), cfg.data.train_batch_size, cfg.rollout.n,
                cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());
 
   train_outcome out;
-  if (cfg.runtime.eval_before)
+  if (cfg.runtime.eval_before && !from)
     out.initial_eval_accuracy = greedy_accuracy(policy, run.data, cfg, "initial");
-  auto result = run_actors(cfg, policy, run.data, run.dir);
+  const auto config_yaml = lc.schema.dump_yaml();
+  auto result = run_actors(cfg, policy, run.data, paths, config_yaml, std::move(from));
+  // supervision.trainer_failure=restart: a crashed trainer restarts the run in-process from its
+  // last checkpoint, at most supervision.max_restarts times.
+  while (!result.ok && result.restartable && out.trainer_restarts < cfg.supervision.max_restarts) {
+    auto again = latest_checkpoint(paths.checkpoint_dir);
+    if (!again) {
+      result.error += "; no checkpoint to restart from";
+      break;
+    }
+    ++out.trainer_restarts;
+    spdlog::warn("supervision: {}; restarting from {} ({} of {})", result.error, again->path,
+                 out.trainer_restarts, cfg.supervision.max_restarts);
+    result = run_actors(cfg, policy, run.data, paths, config_yaml, std::move(again));
+  }
   out.tpspd = tokens_per_s_per_device(result, cfg.rollout.num_workers);
   if (result.ok && result.final_weights.blob)
     save_final_model(policy, result, run.data, cfg, run.dir, out);
@@ -124,11 +199,12 @@ int run_train_command(const loaded_config& lc) {
   auto summary = train_summary(result, out);
   write_summary((fs::path(run.dir) / "summary.json").string(), summary);
   print_line(summary);
-  if (!result.ok) {
-    std::cerr << "error: " << result.error << std::endl;
-    return 1;
-  }
-  return 0;
+  if (result.ok) return 0;
+  std::cerr << (result.status == run_status::interrupted ? "interrupted: " : "error: ")
+            << result.error << std::endl;
+  if (!list_checkpoints(paths.checkpoint_dir).empty())
+    std::cerr << "resume with: asyncrl train --resume " << run.dir << std::endl;
+  return result.status == run_status::interrupted ? 130 : 1;
 }
 
 }  // namespace asyncrl

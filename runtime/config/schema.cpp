@@ -284,6 +284,13 @@ std::string config_schema::value(const std::string& key) const {
   return it->second.get();
 }
 
+std::vector<std::string> config_schema::keys() const {
+  std::vector<std::string> out;
+  for (auto& [key, e] : entries_)
+    out.push_back(key);
+  return out;
+}
+
 std::string config_schema::dump_yaml() const {
   // Keys are sorted, so sections come out grouped; emit them as nested YAML.
   YAML::Emitter out;

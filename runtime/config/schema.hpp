@@ -68,6 +68,8 @@ class config_schema {
   bool has(const std::string& key) const;
   /// The current value of `key` as text; throws config_error for an unknown key.
   std::string value(const std::string& key) const;
+  /// Every key, sorted.
+  std::vector<std::string> keys() const;
   /// Every key and its current value as YAML, for the run directory.
   std::string dump_yaml() const;
   /// Every key with its type, default-or-current value and help text.
