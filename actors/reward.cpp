@@ -6,8 +6,12 @@
 #include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
 
+#include <chrono>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 
 #include "runtime/task/reward.hpp"
 #include "runtime/train/advantages.hpp"
@@ -16,23 +20,45 @@ namespace asyncrl {
 
 namespace {
 
+/// The responses whose injected crash (faults.kill_reward_worker_every) already fired. Shared by
+/// the workers of one pool, because a respawned worker starts empty: the crash kills the first
+/// worker that scores the response and no other, so the re-dispatched call is scored. A count
+/// carried in the message could not tell a response that was being scored when its worker died
+/// from one that only waited in that worker's mailbox.
+struct reward_fault_log {
+  std::mutex mutex;  // detached workers run on their own threads
+  std::set<uint64_t> killed;
+  /// True the first time `uid` asks for its crash.
+  bool first_kill(uint64_t uid) {
+    std::lock_guard<std::mutex> guard(mutex);
+    return killed.insert(uid).second;
+  }
+};
+
 struct worker_state {
   static inline const char* name = "reward_worker";
   std::vector<caf::typed_response_promise<double>> hung;  // fault injection only
 };
 
+bool every(int64_t n, uint64_t uid) {
+  return n > 0 && (uid + 1) % static_cast<uint64_t>(n) == 0;
+}
+
 reward_worker_actor::behavior_type worker_fn(
-    reward_worker_actor::stateful_pointer<worker_state> self, env_ptr env) {
+    reward_worker_actor::stateful_pointer<worker_state> self, env_ptr env,
+    std::shared_ptr<reward_fault_log> faults) {
   return {
-      [self, env](score_atom, std::string& text, std::string& truth,
-                  uint64_t uid) -> caf::result<double> {
-        const auto& r = env->cfg.faults;  // injected faults (tests, asyncrl chaos)
+      [self, env, faults](score_atom, std::string& text, std::string& truth,
+                          uint64_t uid) -> caf::result<double> {
+        const auto& f = env->cfg.faults;  // injected faults (tests, asyncrl chaos)
+        if (every(f.kill_reward_worker_every, uid) && faults->first_kill(uid)) {
+          // Dies as a crash would: no answer; the Reward learns it from its monitor.
+          self->quit(caf::make_error(caf::sec::runtime_error, "injected reward worker crash"));
+          return caf::delegated<double>{};
+        }
         try {
-          if (r.reward_throw_every > 0 &&
-              (uid + 1) % static_cast<uint64_t>(r.reward_throw_every) == 0)
-            throw std::runtime_error("injected reward fault");
-          if (r.reward_hang_every > 0 &&
-              (uid + 1) % static_cast<uint64_t>(r.reward_hang_every) == 0) {
+          if (every(f.reward_throw_every, uid)) throw std::runtime_error("injected reward fault");
+          if (every(f.reward_hang_every, uid)) {
             // Never answers: the caller's timeout fires.
             self->state.hung.push_back(self->make_response_promise<double>());
             return self->state.hung.back();
@@ -50,16 +76,42 @@ reward_worker_actor::behavior_type worker_fn(
   };
 }
 
+reward_worker_actor spawn_worker(caf::actor_system& sys, env_ptr env,
+                                 std::shared_ptr<reward_fault_log> faults) {
+  // reward.detached_workers: a user reward function that blocks must not stall the scheduler,
+  // but the built-in rule-based reward takes microseconds and a thread per worker only
+  // competes with the compute roles for cores.
+  if (env->detached && env->cfg.reward.detached_workers)
+    return sys.spawn<caf::detached>(worker_fn, std::move(env), std::move(faults));
+  return sys.spawn(worker_fn, std::move(env), std::move(faults));
+}
+
 struct pending_group {
   scored_group group;
   size_t remaining = 0;
 };
 
+// One response being scored. It stays here until it is answered, fails or times out; a worker
+// crash moves it to another worker.
+struct reward_call {
+  uint64_t group_id = 0;
+  size_t index = 0;  // in the group's samples
+  uint64_t uid = 0;
+  std::string text;       // the decoded response
+  size_t slot = 0;        // the worker it waits on
+  uint64_t dispatch = 0;  // which send is current: replies to an earlier one are stale
+};
+
 struct reward_state {
   static inline const char* name = "reward";
   reward_args args;
-  std::vector<reward_worker_actor> workers;
-  std::vector<int64_t> load;  // outstanding calls per worker
+  std::shared_ptr<reward_fault_log> faults = std::make_shared<reward_fault_log>();
+  std::vector<reward_worker_actor> workers;  // by slot; a crashed worker is replaced in its slot
+  std::vector<int64_t> load;                 // outstanding calls per slot
+  std::map<uint64_t, reward_call> calls;     // outstanding, by call id
+  uint64_t next_call = 0;
+  uint64_t next_dispatch = 0;
+  std::deque<caf::actor_clock::time_point> restarts;  // within supervision.restart_window_s
   std::map<uint64_t, pending_group> pending;
   reward_counts counts;
   int64_t late = 0;  // groups that arrived after the stop: in flight, never scored
@@ -70,19 +122,22 @@ struct reward_state {
 
 using reward_ptr = reward_actor::stateful_pointer<reward_state>;
 
+int64_t in_progress(const reward_state& st) {
+  return static_cast<int64_t>(st.pending.size()) + st.late;
+}
+
 void finish_stop(reward_ptr self) {
   auto& st = self->state;
   if (!st.stop.ready(st.counts.received)) return;
-  st.counts.in_progress = static_cast<int64_t>(st.pending.size()) + st.late;
+  st.counts.in_progress = in_progress(st);
   for (auto& w : st.workers)
     caf::anon_send(w, stop_atom::value);
   st.stop.deliver(st.counts);
   self->quit();
 }
 
-bool is_timeout(const caf::error& e) {
-  return e.category() == caf::atom("system") &&
-         e.code() == static_cast<uint8_t>(caf::sec::request_timeout);
+bool is(const caf::error& e, caf::sec code) {
+  return e.category() == caf::atom("system") && e.code() == static_cast<uint8_t>(code);
 }
 
 void finish_group(reward_ptr self, uint64_t id) {
@@ -97,15 +152,130 @@ void finish_group(reward_ptr self, uint64_t id) {
   self->send(st.args.queue, put_atom::value, std::move(g));
 }
 
+void spawn_into(reward_ptr self, size_t slot) {
+  auto& st = self->state;
+  auto w = spawn_worker(self->system(), st.args.env, st.faults);
+  self->monitor(w);
+  if (slot == st.workers.size()) {
+    st.workers.push_back(std::move(w));
+    st.load.push_back(0);
+  } else {
+    st.workers[slot] = std::move(w);
+  }
+}
+
+// The call `id` if `dispatch` is its current send, else nullptr (answered, re-dispatched).
+reward_call* current(reward_ptr self, uint64_t id, uint64_t dispatch) {
+  auto it = self->state.calls.find(id);
+  return it != self->state.calls.end() && it->second.dispatch == dispatch ? &it->second : nullptr;
+}
+
+void settle(reward_ptr self, uint64_t id, double reward, bool failed) {
+  auto& st = self->state;
+  auto it = st.calls.find(id);
+  --st.load[it->second.slot];
+  const auto group = it->second.group_id;
+  const auto index = it->second.index;
+  st.calls.erase(it);
+  auto g = st.pending.find(group);
+  if (g != st.pending.end()) {
+    g->second.group.samples[index].reward = reward;
+    g->second.group.samples[index].reward_failed = failed;
+  }
+  finish_group(self, group);
+}
+
+// Sends call `id` to the least loaded worker: a hung one stops getting work.
+void dispatch(reward_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto& c = st.calls.at(id);
+  c.slot = static_cast<size_t>(std::min_element(st.load.begin(), st.load.end()) - st.load.begin());
+  c.dispatch = ++st.next_dispatch;
+  ++st.load[c.slot];
+  const auto tag = c.dispatch;
+  const auto timeout = std::chrono::milliseconds(st.args.env->cfg.reward.timeout_ms);
+  self->request(st.workers[c.slot], timeout, score_atom::value, c.text,
+                st.pending.at(c.group_id).group.ground_truth, c.uid)
+      .then(
+          [self, id, tag](double r) {
+            if (current(self, id, tag)) settle(self, id, r, false);
+          },
+          [self, id, tag](const caf::error& e) {
+            auto* c = current(self, id, tag);
+            // A crashed worker bounces the calls in its mailbox; its down message, which is
+            // certain to come, re-dispatches them together with the one it was scoring.
+            if (!c || is(e, caf::sec::request_receiver_down)) return;
+            auto& st = self->state;
+            if (is(e, caf::sec::request_timeout))
+              ++st.counts.timeouts;
+            else
+              ++st.counts.failures;
+            spdlog::warn("reward: group {} response {} scored 0: {}", c->group_id, c->index,
+                         self->system().render(e));
+            settle(self, id, 0.0, true);
+          });
+}
+
+// Gives up on the pool: the Reward fails with `why`, which the controller reports.
+void give_up(reward_ptr self, const std::string& why) {
+  auto& st = self->state;
+  spdlog::error("{}", why);
+  for (auto& w : st.workers)
+    self->send_exit(w, caf::exit_reason::user_shutdown);
+  if (st.stop.armed()) {  // the controller is already shutting down: answer it all the same
+    st.counts.in_progress = in_progress(st);
+    st.stop.deliver(st.counts);
+  }
+  self->quit(caf::make_error(caf::sec::runtime_error, why));
+}
+
+// A worker died: replace it in its slot and move the calls it held to live workers, unless
+// that is one restart too many within supervision.restart_window_s (Erlang's intensity).
+void on_worker_down(reward_ptr self, size_t slot, const caf::error& reason) {
+  auto& st = self->state;
+  const auto& sv = st.args.env->cfg.supervision;
+  const auto why = reason ? self->system().render(reason) : std::string("normal exit");
+  const auto now = self->clock().now();
+  const auto window = std::chrono::duration_cast<caf::actor_clock::duration_type>(
+      std::chrono::duration<double>(sv.restart_window_s));
+  st.restarts.push_back(now);
+  while (now - st.restarts.front() > window)
+    st.restarts.pop_front();
+  if (static_cast<int64_t>(st.restarts.size()) > sv.max_restarts) {
+    give_up(self, fmt::format("reward: {} worker restarts within {:g} s (supervision.max_restarts "
+                              "{}): giving up; last crash: {}",
+                              st.restarts.size(), sv.restart_window_s, sv.max_restarts, why));
+    return;
+  }
+  spawn_into(self, slot);
+  ++st.counts.worker_restarts;
+  st.load[slot] = 0;
+  std::vector<uint64_t> orphans;
+  for (auto& [id, c] : st.calls)
+    if (c.slot == slot) orphans.push_back(id);
+  // Each exactly once: replies and bounces still on their way from the dead worker are stale.
+  for (auto id : orphans)
+    dispatch(self, id);
+  spdlog::warn("reward: worker {} died ({}); restarted it (restart {}), re-dispatched {} call(s)",
+               slot, why, st.counts.worker_restarts, orphans.size());
+}
+
 reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
   auto& st = self->state;
   st.args = std::move(args);
   install_exception_handler(self, "reward");
-  auto& sys = self->system();
-  for (int64_t i = 0; i < st.args.env->cfg.reward.num_workers; ++i) {
-    st.workers.push_back(spawn_reward_worker(sys, st.args.env));
-    st.load.push_back(0);
-  }
+  for (int64_t i = 0; i < st.args.env->cfg.reward.num_workers; ++i)
+    spawn_into(self, st.workers.size());
+  // A worker only quits normally when finish_stop tells it to, and this actor quits right
+  // after; any other exit lost the calls it held, so every reason is handled alike.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& ws = self->state.workers;
+    for (size_t slot = 0; slot < ws.size(); ++slot)
+      if (ws[slot].address() == dm.source) {
+        on_worker_down(self, slot, dm.reason);
+        return;
+      }
+  });
   return {
       [self](score_atom, scored_group& g) {
         auto& st = self->state;
@@ -116,44 +286,16 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
           return;
         }
         const auto id = g.group_id;
-        const auto timeout = std::chrono::milliseconds(st.args.env->cfg.reward.timeout_ms);
-        std::vector<std::string> texts;
-        for (auto& s : g.samples)
-          texts.push_back(st.args.env->tokenizer.decode(s.response));
-        auto truth = g.ground_truth;
-        auto n = g.samples.size();
-        st.pending[id] = pending_group{std::move(g), n};
+        const auto n = g.samples.size();
+        std::vector<uint64_t> ids;
         for (size_t i = 0; i < n; ++i) {
-          // The least loaded worker: a hung one stops getting work.
-          size_t w = static_cast<size_t>(std::min_element(st.load.begin(), st.load.end()) -
-                                         st.load.begin());
-          ++st.load[w];
-          const uint64_t uid = st.pending[id].group.samples[i].uid;
-          self->request(st.workers[w], timeout, score_atom::value, texts[i], truth, uid)
-              .then(
-                  [self, id, i, w](double r) {
-                    --self->state.load[w];
-                    auto it = self->state.pending.find(id);
-                    if (it != self->state.pending.end()) it->second.group.samples[i].reward = r;
-                    finish_group(self, id);
-                  },
-                  [self, id, i, w](const caf::error& e) {
-                    auto& st = self->state;
-                    --st.load[w];
-                    if (is_timeout(e))
-                      ++st.counts.timeouts;
-                    else
-                      ++st.counts.failures;
-                    auto it = st.pending.find(id);
-                    if (it != st.pending.end()) {
-                      it->second.group.samples[i].reward = 0.0;
-                      it->second.group.samples[i].reward_failed = true;
-                    }
-                    spdlog::warn("reward: group {} response {} scored 0: {}", id, i,
-                                 self->system().render(e));
-                    finish_group(self, id);
-                  });
+          ids.push_back(st.next_call++);
+          st.calls[ids.back()] = reward_call{id, i, g.samples[i].uid,
+                                             st.args.env->tokenizer.decode(g.samples[i].response)};
         }
+        st.pending[id] = pending_group{std::move(g), n};
+        for (auto call : ids)
+          dispatch(self, call);
       },
       [self](stop_atom, int64_t expected_groups) -> caf::result<reward_counts> {
         auto& st = self->state;
@@ -167,12 +309,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
 }  // namespace
 
 reward_worker_actor spawn_reward_worker(caf::actor_system& sys, env_ptr env) {
-  // reward.detached_workers: a user reward function that blocks must not stall the scheduler,
-  // but the built-in rule-based reward takes microseconds and a thread per worker only
-  // competes with the compute roles for cores.
-  if (env->detached && env->cfg.reward.detached_workers)
-    return sys.spawn<caf::detached>(worker_fn, std::move(env));
-  return sys.spawn(worker_fn, std::move(env));
+  return spawn_worker(sys, std::move(env), std::make_shared<reward_fault_log>());
 }
 
 reward_actor spawn_reward(caf::actor_system& sys, reward_args args) {

@@ -122,6 +122,7 @@ struct reward_counts {
   int64_t in_progress = 0;
   int64_t failures = 0;  // scoring threw
   int64_t timeouts = 0;
+  int64_t worker_restarts = 0;  // crashed reward workers the Reward actor replaced
 };
 
 struct trainer_counts {
@@ -205,7 +206,7 @@ typename Inspector::result_type inspect(Inspector& f, rollout_counts& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reward_counts& x) {
   return f(caf::meta::type_name("reward_counts"), x.received, x.forwarded, x.in_progress,
-           x.failures, x.timeouts);
+           x.failures, x.timeouts, x.worker_restarts);
 }
 
 template <class Inspector>

@@ -1,0 +1,304 @@
+// The Reward role supervises its worker pool: a worker that dies (faults.kill_reward_worker_every)
+// is replaced in its slot, every call it held is scored again exactly once, and more than
+// supervision.max_restarts restarts within supervision.restart_window_s fail the role. Under
+// CAF's test coordinator: no sleeps, time moves only when a test moves it.
+
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/reward.hpp"
+#include "tests/actor_harness.hpp"
+
+using namespace asyncrl;
+
+namespace {
+
+env_ptr tiny_env(const std::vector<std::string>& overrides) {
+  auto lc = test::tiny_run_config(overrides);
+  auto tok = char_tokenizer::builtin();
+  return make_env(
+      lc->cfg,
+      model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
+      tok, /*detached=*/false);
+}
+
+using puts_ptr = std::shared_ptr<std::vector<scored_group>>;
+
+// A queue that keeps every group put to it.
+queue_actor collecting_queue(test::coordinated_system& cs, puts_ptr puts) {
+  return cs.track(cs.sys().spawn([puts](queue_actor::pointer) -> queue_actor::behavior_type {
+    return {
+        [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
+        [](abandon_atom, int32_t, int64_t) {},
+        [puts](put_atom, scored_group& g) { puts->push_back(std::move(g)); },
+        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
+        [](synced_atom, int64_t) {},
+        [](stats_atom) -> queue_stats { return {}; },
+        [](stop_atom, int64_t) -> queue_stats { return {}; },
+    };
+  }));
+}
+
+constexpr double unscored = -1.0;  // no reward function gives this: the sample was never scored
+
+// Group `id` with one response per text; uid = id * size + index, as the rollouters number them.
+scored_group group_of(const env_ptr& env, uint64_t id, const std::vector<std::string>& texts) {
+  scored_group g;
+  g.group_id = id;
+  g.ground_truth = "3";
+  for (size_t k = 0; k < texts.size(); ++k) {
+    scored_sample s;
+    s.uid = id * texts.size() + k;
+    s.group_id = id;
+    s.index = static_cast<uint32_t>(k);
+    s.response = env->tokenizer.encode(texts[k]);
+    s.reward = unscored;
+    g.samples.push_back(s);
+  }
+  return g;
+}
+
+// The reason the actor `h` exits with, once it has.
+template <class Handle>
+std::shared_ptr<std::optional<caf::error>> watch_exit(test::coordinated_system& cs, Handle h) {
+  auto reason = std::make_shared<std::optional<caf::error>>();
+  // Tracked: an actor nobody holds a handle to is destroyed once idle, and a monitor does not
+  // hold one.
+  cs.track(cs.sys().spawn([h, reason](caf::event_based_actor* self) -> caf::behavior {
+    self->monitor(h);
+    self->set_down_handler([self, reason](caf::down_msg& dm) {
+      *reason = dm.reason;
+      self->quit();
+    });
+    return {[](int32_t) {}};  // a behavior keeps the watcher alive until the down message
+  }));
+  return reason;
+}
+
+std::shared_ptr<std::optional<reward_counts>> ask_stop(test::coordinated_system& cs, reward_actor r,
+                                                       int64_t sent) {
+  auto counts = std::make_shared<std::optional<reward_counts>>();
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(r, caf::infinite, stop_atom::value, sent).then([=](reward_counts& c) {
+      *counts = c;
+    });
+  });
+  return counts;
+}
+
+void send_group(reward_actor r, scored_group g) {
+  caf::anon_send(r, score_atom::value, std::move(g));
+}
+
+struct kill_case {
+  int64_t num_workers;
+  int64_t expected_restarts;
+};
+
+void PrintTo(const kill_case& c, std::ostream* os) {
+  *os << c.num_workers << " worker(s)";
+}
+
+class RewardSupervisionUnit : public ::testing::TestWithParam<kill_case> {};
+
+TEST_P(RewardSupervisionUnit, AWorkerKilledMidGroupLosesNoResponse) {
+  // Group 0 has uids 0..5; kill every 3rd: the workers scoring uids 2 and 5 die. With one worker
+  // uid 2 dies with uids 3..5 still in its mailbox (bounced, receiver down); uid 5 then kills
+  // the replacement as well. Bugs this catches: a call held by the dead worker that is never
+  // sent again (the group never arrives), a bounced call scored 0 and counted as a failure
+  // (reward_failed, failures > 0), a call scored twice or a group finished early (a second put,
+  // or a sample still at `unscored`), the orphaned request's late timeout counted (timeouts > 0).
+  const auto& param = GetParam();
+  test::coordinated_system cs;
+  auto env = tiny_env({"reward.function=prefix", "reward.prefix=7",
+                       "reward.num_workers=" + std::to_string(param.num_workers),
+                       "faults.kill_reward_worker_every=3", "supervision.max_restarts=10"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  const std::vector<std::string> texts{"7+1", "x7", "77", "", "7", "17"};
+  const std::vector<double> expected{1, 0, 1, 0, 1, 0};
+  send_group(reward, group_of(env, 0, texts));
+  ASSERT_TRUE(cs.run_until([&] { return !puts->empty(); }, 0)) << "the group never arrived";
+  // Let everything settle, the orphaned requests' timeouts included.
+  cs.run_until([] { return false; }, 100);
+  ASSERT_EQ(puts->size(), 1u) << "the group was forwarded more than once";
+  const auto& g = puts->front();
+  ASSERT_EQ(g.samples.size(), texts.size());
+  for (size_t k = 0; k < texts.size(); ++k) {
+    EXPECT_EQ(g.samples[k].reward, expected[k]) << "response " << k << " '" << texts[k] << "'";
+    EXPECT_FALSE(g.samples[k].reward_failed) << "response " << k;
+  }
+  auto counts = ask_stop(cs, reward, 1);
+  ASSERT_TRUE(cs.run_until([&] { return counts->has_value(); }, 0));
+  const auto& c = **counts;
+  EXPECT_EQ(c.received, 1);
+  EXPECT_EQ(c.forwarded, 1);
+  EXPECT_EQ(c.in_progress, 0);
+  EXPECT_EQ(c.failures, 0);
+  EXPECT_EQ(c.timeouts, 0);
+  // Each killing uid kills exactly one worker: the first that scores it.
+  EXPECT_EQ(c.worker_restarts, param.expected_restarts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pools, RewardSupervisionUnit,
+                         ::testing::Values(kill_case{1, 2}, kill_case{2, 2}, kill_case{3, 2}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.num_workers) + "_workers";
+                         });
+
+TEST(RewardSupervision, ARedispatchedCallGetsAFullTimeoutOfItsOwn) {
+  // One worker, timeout 5 s. uid 3 hangs (every 4th), uid 5 kills (every 6th). At t = 0 the
+  // worker takes group 1 (uids 2, 3) and holds uid 3 unanswered; at t = 3 s group 2 (uids 4, 5)
+  // kills it, and uid 3 moves to the replacement, where it hangs again. The first request's
+  // timeout at t = 5 s is stale; only the second, at t = 8 s, scores uid 3 (0, one timeout).
+  // Bug: a reply or timeout of the dead worker's request taken for the live one (the group
+  // arrives at t = 5 s, and in real time a slow but successful answer would be scored 0).
+  test::coordinated_system cs;
+  auto env = tiny_env({"reward.function=prefix", "reward.prefix=7", "reward.num_workers=1",
+                       "reward.timeout_ms=5000", "faults.reward_hang_every=4",
+                       "faults.kill_reward_worker_every=6"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  send_group(reward, group_of(env, 1, {"7", "7"}));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE(puts->empty());
+  cs.sched().advance_time(std::chrono::seconds(3));
+  send_group(reward, group_of(env, 2, {"7", "x"}));
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 1; }, 0));
+  EXPECT_EQ(puts->at(0).group_id, 2u);
+  cs.sched().advance_time(std::chrono::milliseconds(2500));  // t = 5.5 s
+  cs.run_until([] { return false; }, 0);
+  EXPECT_EQ(puts->size(), 1u) << "the dead worker's timeout ended the re-dispatched call";
+  cs.sched().advance_time(std::chrono::seconds(3));  // t = 8.5 s
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 2; }, 0));
+  const auto& g = puts->at(1);
+  EXPECT_EQ(g.group_id, 1u);
+  EXPECT_EQ(g.samples[0].reward, 1.0);
+  EXPECT_FALSE(g.samples[0].reward_failed);
+  EXPECT_EQ(g.samples[1].reward, 0.0);
+  EXPECT_TRUE(g.samples[1].reward_failed);
+  auto counts = ask_stop(cs, reward, 2);
+  ASSERT_TRUE(cs.run_until([&] { return counts->has_value(); }, 0));
+  EXPECT_EQ((*counts)->timeouts, 1);
+  EXPECT_EQ((*counts)->failures, 0);
+  EXPECT_EQ((*counts)->worker_restarts, 1);
+  EXPECT_EQ((*counts)->forwarded, 2);
+}
+
+TEST(RewardSupervision, RestartsOutsideTheWindowDoNotCount) {
+  // Groups of 2 (uids 2g, 2g+1), kill every 4th: groups 1, 3, 5 each kill one worker, groups 0,
+  // 2, 4 none. One restart is allowed per 10 s of actor-clock time. The second crash comes 11 s
+  // after the first and is restarted; the third comes at once and fails the role. Bugs: a window
+  // that never forgets (the second crash fails), no bound at all (the third is restarted).
+  test::coordinated_system cs;
+  auto env =
+      tiny_env({"reward.function=prefix", "reward.prefix=7", "faults.kill_reward_worker_every=4",
+                "supervision.max_restarts=1", "supervision.restart_window_s=10"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  auto exit = watch_exit(cs, reward);
+  send_group(reward, group_of(env, 1, {"7", "7"}));
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 1; }, 0));
+  cs.sched().advance_time(std::chrono::seconds(11));
+  send_group(reward, group_of(env, 3, {"7", "x"}));
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 2; }, 0))
+      << "the second crash, outside the window, was not restarted: "
+      << (exit->has_value() ? to_string(**exit) : std::string("still running"));
+  EXPECT_EQ(puts->at(1).samples[0].reward, 1.0);
+  EXPECT_EQ(puts->at(1).samples[1].reward, 0.0);
+  EXPECT_FALSE(exit->has_value());
+  send_group(reward, group_of(env, 5, {"7", "7"}));
+  ASSERT_TRUE(cs.run_until([&] { return exit->has_value(); }, 0))
+      << "the third crash, two within 10 s, was restarted";
+  EXPECT_EQ(puts->size(), 2u);
+  const auto why = to_string(**exit);
+  EXPECT_NE(why.find("reward: 2 worker restarts within 10 s (supervision.max_restarts 1): giving "
+                     "up; last crash:"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("injected reward worker crash"), std::string::npos) << why;
+}
+
+TEST(RewardSupervision, NoRestartBudgetFailsOnTheFirstCrash) {
+  test::coordinated_system cs;
+  auto env = tiny_env({"faults.kill_reward_worker_every=4", "supervision.max_restarts=0"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  auto exit = watch_exit(cs, reward);
+  send_group(reward, group_of(env, 0, {"1", "2"}));  // uids 0, 1: no crash
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 1; }, 0));
+  EXPECT_FALSE(exit->has_value());
+  send_group(reward, group_of(env, 1, {"1", "2"}));  // uid 3 kills its worker
+  ASSERT_TRUE(cs.run_until([&] { return exit->has_value(); }, 0));
+  EXPECT_NE(to_string(**exit).find("1 worker restarts within 60 s (supervision.max_restarts 0)"),
+            std::string::npos)
+      << to_string(**exit);
+  EXPECT_EQ(puts->size(), 1u);
+}
+
+// --- whole runs ---------------------------------------------------------------------------
+
+// Every generated group is trained, dropped or still in flight, and every hop agrees (as in
+// test_runtime_modes.cpp).
+void expect_nothing_lost(const run_result& r) {
+  EXPECT_EQ(r.groups_generated, r.groups_trained + r.groups_dropped + r.groups_in_flight)
+      << "generated " << r.groups_generated << " trained " << r.groups_trained << " dropped "
+      << r.groups_dropped << " in flight " << r.groups_in_flight;
+  EXPECT_EQ(r.reward.received, r.groups_generated);  // rollouters -> reward
+  EXPECT_EQ(r.reward.forwarded, r.queue.received);   // reward -> queue
+  EXPECT_EQ(r.queue.delivered, r.trainer.received);  // queue -> trainer
+  EXPECT_GT(r.groups_trained + r.groups_filtered, 0);
+}
+
+TEST(RewardSupervision, AWholeRunRestartsEveryKilledWorkerAndLosesNothing) {
+  // Sync mode, 3 steps of 4 groups of 4: the controller numbers groups 0..11, so the responses
+  // scored are uids 0..47, and the kills are exactly the uids u < 48 with (u + 1) % 5 == 0.
+  // Bugs: a kill not restarted or restarted twice (restarts != kills), a crash scored 0
+  // (failures > 0), a call lost (the run hangs or a group is missing).
+  auto lc = test::tiny_run_config({"async_training.mode=sync", "faults.kill_reward_worker_every=5",
+                                   "supervision.max_restarts=1000"});
+  auto out = test::run_coordinated(lc->cfg);
+  ASSERT_TRUE(out.finished) << "the run hung";
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  const auto& r = out.result;
+  expect_nothing_lost(r);
+  const int64_t groups = lc->cfg.trainer.total_steps * lc->cfg.data.train_batch_size;
+  // The premise of the count below: exactly the first `groups` group ids were scored.
+  ASSERT_EQ(r.groups_generated, groups);
+  ASSERT_EQ(r.reward.forwarded, groups);
+  ASSERT_EQ(r.reward.in_progress, 0);
+  EXPECT_EQ(r.reward.failures, 0);
+  EXPECT_EQ(r.reward.timeouts, 0);
+  const int64_t responses = groups * lc->cfg.rollout.n;
+  int64_t kills = 0;
+  for (int64_t u = 0; u < responses; ++u)
+    kills += (u + 1) % 5 == 0;
+  ASSERT_EQ(kills, 9);  // 48 responses: 5, 10, ..., 45
+  EXPECT_EQ(r.reward.worker_restarts, kills);
+}
+
+TEST(RewardSupervision, AWholeRunFailsPastTheRestartBudget) {
+  // The same run allows 2 restarts in a window no run reaches: the third kill fails the Reward
+  // role and the controller fails the run with its reason. Bug: unbounded restarts (ok run).
+  auto lc =
+      test::tiny_run_config({"async_training.mode=sync", "faults.kill_reward_worker_every=5",
+                             "supervision.max_restarts=2", "supervision.restart_window_s=1000000"});
+  auto out = test::run_coordinated(lc->cfg);
+  ASSERT_TRUE(out.finished) << "the run hung";
+  EXPECT_FALSE(out.result.ok);
+  const auto& why = out.result.error;
+  EXPECT_NE(why.find("reward terminated"), std::string::npos) << why;
+  EXPECT_NE(why.find("3 worker restarts within 1e+06 s (supervision.max_restarts 2)"),
+            std::string::npos)
+      << why;
+}
+
+}  // namespace
