@@ -153,6 +153,7 @@ void add_resumed_totals(controller_state& st) {
   r.reward.forwarded += b.reward.forwarded;
   r.reward.failures += b.reward.failures;
   r.reward.timeouts += b.reward.timeouts;
+  r.reward.worker_restarts += b.reward.worker_restarts;
   auto& q = r.queue;
   q.received += b.queue.received;
   q.delivered += b.queue.delivered;

@@ -115,7 +115,8 @@ void expect_same(const rollout_counts& a, const rollout_counts& b) {
 }
 
 void expect_same(const reward_counts& a, const reward_counts& b) {
-  SAME(received), SAME(forwarded), SAME(in_progress), SAME(failures), SAME(timeouts);
+  SAME(received), SAME(forwarded), SAME(in_progress), SAME(failures), SAME(timeouts),
+      SAME(worker_restarts);
 }
 
 void expect_same(const trainer_counts& a, const trainer_counts& b) {
@@ -305,7 +306,7 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
   check(sync_report{14, 3.75, 1LL << 33, 4, false, true, "worker 2 unreachable"});
   check(make_step_report());
   check(rollout_counts{2, 71, 72, 73, 74});
-  check(reward_counts{81, 82, 83, 84, 85});
+  check(reward_counts{81, 82, 83, 84, 85, 86});
   check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
   check(make_run_result());
   check(weight_snapshot{23, make_blob()});

@@ -41,6 +41,8 @@ queue_actor collecting_queue(test::coordinated_system& cs, puts_ptr puts) {
         [puts](put_atom, scored_group& g) { puts->push_back(std::move(g)); },
         [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
         [](synced_atom, int64_t) {},
+        [](lost_atom, int32_t, int64_t) {},
+        [](snapshot_atom) -> delivery { return {}; },
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
