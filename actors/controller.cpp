@@ -415,10 +415,9 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
   if (it->second == "trainer") {
     if (st.args.env->cfg.supervision.trainer_failure == trainer_failure_action::restart)
       st.result.restartable = true;
-    msg += st.result.checkpoint.empty()
-               ? "; no checkpoint was written in this run"
-               : "; resumable from " + st.result.checkpoint + " (step " +
-                     std::to_string(st.result.checkpoint_step) + ")";
+    msg += st.result.checkpoint.empty() ? "; no checkpoint was written in this run"
+                                        : "; resumable from " + st.result.checkpoint + " (step " +
+                                              std::to_string(st.result.checkpoint_step) + ")";
   }
   shutdown(self, msg);
 }
@@ -487,8 +486,9 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         auto& st = self->state;
         if (st.shutting_down) return;
         if (++st.interrupts == 1 && !st.args.checkpoint_dir.empty()) {
-          spdlog::warn("run: interrupted; writing a checkpoint, then stopping (interrupt again "
-                       "to stop without one)");
+          spdlog::warn(
+              "run: interrupted; writing a checkpoint, then stopping (interrupt again "
+              "to stop without one)");
           self->send(st.trainer, checkpoint_atom::value);
           return;
         }

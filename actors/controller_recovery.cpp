@@ -84,8 +84,8 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   rs.loader.retry.insert(rs.loader.retry.end(), st.retry.begin(), st.retry.end());
   // The ledger as of the cut: the seqs trained after it were appended last.
   const auto& trained = st.ledger.trained_seqs();
-  rs.trained_seqs.assign(trained.begin(), trained.end() - static_cast<std::ptrdiff_t>(
-                                                              st.trained_after_cut.size()));
+  rs.trained_seqs.assign(trained.begin(),
+                         trained.end() - static_cast<std::ptrdiff_t>(st.trained_after_cut.size()));
   rs.dropped_seqs = st.ledger.dropped_seqs();
   st.trained_after_cut.clear();
   // Totals at the cut, consistent by construction: every group that reached the queue was
@@ -107,8 +107,8 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   const auto& cfg = st.args.env->cfg;
   std::string path;
   try {
-    path = write_run_checkpoint(st.args.checkpoint_dir, cfg.checkpoint.keep, rs,
-                                st.args.config_yaml);
+    path =
+        write_run_checkpoint(st.args.checkpoint_dir, cfg.checkpoint.keep, rs, st.args.config_yaml);
   } catch (const std::exception& e) {
     shutdown(self, std::string("checkpoint at step ") + std::to_string(rs.step) + ": " + e.what());
     return;
@@ -228,8 +228,8 @@ void on_rollouter_crash(ctrl_ptr self, int32_t worker, const std::string& why) {
     st.restarts.pop_front();
   spdlog::warn("supervision: rollouter {} crashed: {}", worker, why);
   if (static_cast<int64_t>(st.restarts.size()) > sv.max_restarts) {
-    shutdown(self, "rollouter " + std::to_string(worker) + " crashed (" + why + "): " +
-                       std::to_string(st.restarts.size()) + " crashes within " +
+    shutdown(self, "rollouter " + std::to_string(worker) + " crashed (" + why +
+                       "): " + std::to_string(st.restarts.size()) + " crashes within " +
                        fmt::format("{:g}", sv.restart_window_s) +
                        " s exceed supervision.max_restarts " + std::to_string(sv.max_restarts));
     return;

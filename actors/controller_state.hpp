@@ -8,11 +8,11 @@
 
 #include <chrono>
 #include <deque>
-#include <set>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "actors/controller.hpp"
 #include "actors/run_ledger.hpp"

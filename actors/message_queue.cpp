@@ -221,8 +221,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         auto& st = self->state;
         for (auto it = st.credits.begin(); it != st.credits.end();)
           it = it->worker == worker ? st.credits.erase(it) : std::next(it);
-        const auto lost =
-            st.granted_by_worker[worker] - st.returned_by_worker[worker] - completed;
+        const auto lost = st.granted_by_worker[worker] - st.returned_by_worker[worker] - completed;
         for (int64_t i = 0; i < lost; ++i)
           st.adm->on_lost();
         st.running_by_worker[worker] -= std::max<int64_t>(0, lost);

@@ -383,7 +383,8 @@ rollouter_actor::behavior_type idle(self_ptr self) {
         enter(self, rollouter_state::interrupted, interrupted(self));
         return int64_t{0};
       },
-      on_load(self), on_apply(self),
+      on_load(self),
+      on_apply(self),
       [](resume_atom) {},
       on_stop(self),
   };
@@ -412,7 +413,8 @@ rollouter_actor::behavior_type generating(self_ptr self) {
         st.drain_promise = self->make_response_promise<int64_t>();
         return st.drain_promise;
       },
-      on_load(self), on_apply(self),
+      on_load(self),
+      on_apply(self),
       [](resume_atom) {},
       on_stop(self),
   };
@@ -420,15 +422,17 @@ rollouter_actor::behavior_type generating(self_ptr self) {
 
 rollouter_actor::behavior_type interrupted(self_ptr self) {
   return {
-      [](start_atom) {},    [](gen_atom) {},  // a chunk queued before the pause: nothing to do now
-      already_paused(self), on_load(self), on_apply(self),   resume_when_paused(self), on_stop(self),
+      [](start_atom) {},        [](gen_atom) {},  // a chunk queued before the pause: nothing to do
+                                                  // now
+      already_paused(self),     on_load(self),   on_apply(self),
+      resume_when_paused(self), on_stop(self),
   };
 }
 
 rollouter_actor::behavior_type syncing(self_ptr self) {
   return {
-      [](start_atom) {}, [](gen_atom) {},          already_paused(self),
-      on_load(self), on_apply(self),     resume_when_paused(self), on_stop(self),
+      [](start_atom) {}, [](gen_atom) {},          already_paused(self), on_load(self),
+      on_apply(self),    resume_when_paused(self), on_stop(self),
   };
 }
 
@@ -456,7 +460,8 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         enter(self, rollouter_state::interrupted, interrupted(self));
         return static_cast<int64_t>(self->state.held.size());
       },
-      on_load(self), on_apply(self),
+      on_load(self),
+      on_apply(self),
       [](resume_atom) {},
       on_stop(self),
   };

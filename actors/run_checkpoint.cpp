@@ -19,8 +19,7 @@ constexpr const char* kConfig = "config";
 run_state decode_run(const checkpoint_file& f, const std::string& path) {
   auto need = [&](const char* name) -> const std::string& {
     auto it = f.sections.find(name);
-    if (it == f.sections.end())
-      throw checkpoint_error(path + ": no '" + name + "' section");
+    if (it == f.sections.end()) throw checkpoint_error(path + ": no '" + name + "' section");
     return it->second;
   };
   const auto& bytes = need(kRun);

@@ -99,7 +99,7 @@ void load_all(sync_ptr self, const std::shared_ptr<sync_run>& run) {
                 finish(self, run, true, "");
               }
             },
- [self, run, a](const caf::error& e) {
+            [self, run, a](const caf::error& e) {
               if (run->failed || run->attempt != a) return;
               run->failed = true;
               finish(self, run, false,

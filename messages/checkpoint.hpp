@@ -24,10 +24,10 @@ struct trainer_checkpoint {
   int64_t steps_in_sync = 0;  // steps since the last publish
   int64_t prox_version = 0;
   double eval_time_s = 0;
-  trainer_counts counts;             // as of `step`
-  std::vector<scored_group> held;    // delivered, not yet consumed: go back to the queue
-  std::string state;                 // policy_trainer::save_state()
-  weight_snapshot rollout_weights;   // the policy at `step` (float32), for the rollouters
+  trainer_counts counts;            // as of `step`
+  std::vector<scored_group> held;   // delivered, not yet consumed: go back to the queue
+  std::string state;                // policy_trainer::save_state()
+  weight_snapshot rollout_weights;  // the policy at `step` (float32), for the rollouters
 };
 
 /// The data loader: where the schedule stands.
@@ -70,8 +70,7 @@ typename Inspector::result_type inspect(Inspector& f, trainer_checkpoint& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, loader_state& x) {
-  return f(caf::meta::type_name("loader_state"), x.epoch, x.pos, x.next_group, x.next_seq,
-           x.retry);
+  return f(caf::meta::type_name("loader_state"), x.epoch, x.pos, x.next_group, x.next_seq, x.retry);
 }
 
 template <class Inspector>

@@ -68,17 +68,15 @@ using trainer_actor =
                      caf::replies_to<stop_atom, int64_t>::with<trainer_counts>>;
 
 /// Wires the roles, owns the data loader and the run's output, supervises the children.
-using controller_actor =
-    caf::typed_actor<caf::replies_to<run_atom>::with<run_result>,
-                     caf::replies_to<prompts_atom, int64_t>::with<std::vector<prompt_task>>,
-                     // The queue dropped a group (group id, whether to generate it again).
-                     caf::reacts_to<dropped_atom, uint64_t, bool>,
-                     caf::reacts_to<progress_atom, rollout_progress>,
-                     caf::reacts_to<report_atom, step_report>,
-                     caf::reacts_to<checkpoint_atom, trainer_checkpoint>,
-                     caf::reacts_to<done_atom>, caf::reacts_to<fail_atom, std::string>,
-                     caf::reacts_to<interrupt_atom>,        // SIGINT/SIGTERM: checkpoint, stop
-                     caf::reacts_to<requeue_atom, int32_t>,  // (self) a rollouter died
-                     caf::reacts_to<watchdog_atom>>;  // (self) has a step completed lately?
+using controller_actor = caf::typed_actor<
+    caf::replies_to<run_atom>::with<run_result>,
+    caf::replies_to<prompts_atom, int64_t>::with<std::vector<prompt_task>>,
+    // The queue dropped a group (group id, whether to generate it again).
+    caf::reacts_to<dropped_atom, uint64_t, bool>, caf::reacts_to<progress_atom, rollout_progress>,
+    caf::reacts_to<report_atom, step_report>, caf::reacts_to<checkpoint_atom, trainer_checkpoint>,
+    caf::reacts_to<done_atom>, caf::reacts_to<fail_atom, std::string>,
+    caf::reacts_to<interrupt_atom>,         // SIGINT/SIGTERM: checkpoint, stop
+    caf::reacts_to<requeue_atom, int32_t>,  // (self) a rollouter died
+    caf::reacts_to<watchdog_atom>>;         // (self) has a step completed lately?
 
 }  // namespace asyncrl

@@ -146,14 +146,14 @@ typename Inspector::result_type inspect(Inspector& f, scored_sample& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scored_group& x) {
-  return f(caf::meta::type_name("scored_group"), x.group_id, x.prompt_index, x.seq,
-           x.ground_truth, x.filtered, x.worker, x.samples);
+  return f(caf::meta::type_name("scored_group"), x.group_id, x.prompt_index, x.seq, x.ground_truth,
+           x.filtered, x.worker, x.samples);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prompt_task& x) {
-  return f(caf::meta::type_name("prompt_task"), x.group_id, x.prompt_index, x.seq,
-           x.prompt, x.ground_truth);
+  return f(caf::meta::type_name("prompt_task"), x.group_id, x.prompt_index, x.seq, x.prompt,
+           x.ground_truth);
 }
 
 template <class Inspector>
@@ -165,8 +165,8 @@ typename Inspector::result_type inspect(Inspector& f, rollout_progress& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
   return f(caf::meta::type_name("queue_stats"), x.depth, x.running, x.received, x.delivered,
-           x.dropped_stale, x.regenerated, x.abandoned, x.lost, x.restored, x.admitted_in_window, x.window_budget,
-           x.carried, x.capacity, x.published_version, x.max_delivered_staleness,
+           x.dropped_stale, x.regenerated, x.abandoned, x.lost, x.restored, x.admitted_in_window,
+           x.window_budget, x.carried, x.capacity, x.published_version, x.max_delivered_staleness,
            x.credit_requests_waiting, x.pull_waiting_min, x.admission_limit, x.window_granted,
            x.window_carried);
 }

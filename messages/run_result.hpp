@@ -56,10 +56,10 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
   return f(caf::meta::type_name("run_result"), x.ok, x.status, x.error, x.resumed_from_step,
            x.checkpoints, x.checkpoint, x.checkpoint_step, x.rollouter_restarts, x.sync_retries,
-           x.restartable, x.steps, x.groups_generated,
-           x.groups_trained, x.groups_dropped, x.groups_in_flight, x.groups_filtered,
-           x.tokens_generated, x.tokens_trained, x.syncs, x.wall_time_s, x.train_time_s,
-           x.rollouters, x.reward, x.queue, x.trainer, x.final_weights);
+           x.restartable, x.steps, x.groups_generated, x.groups_trained, x.groups_dropped,
+           x.groups_in_flight, x.groups_filtered, x.tokens_generated, x.tokens_trained, x.syncs,
+           x.wall_time_s, x.train_time_s, x.rollouters, x.reward, x.queue, x.trainer,
+           x.final_weights);
 }
 
 }  // namespace asyncrl

@@ -152,8 +152,8 @@ TEST(SynchronizerUnit, PausesLoadsAndResumesEveryRollouterInOrder) {
   auto a = fake_rollouter(cs, log, "a", false);
   auto b = fake_rollouter(cs, log, "b", false);
   auto sync = cs.track(spawn_synchronizer(
-      cs.sys(),
-      synchronizer_args{env, {}, {}, {a, b}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      cs.sys(), synchronizer_args{
+                    env, {}, {}, {a, b}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto report = std::make_shared<std::optional<sync_report>>();
   auto w = tiny_weights(env, 4, 1);
   cs.sys().spawn([=](caf::event_based_actor* self) {
@@ -186,7 +186,8 @@ TEST(SynchronizerUnit, WatchdogFailsLoudlyAndStillResumes) {
   auto stuck = fake_rollouter(cs, log, "stuck", true);
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
-      synchronizer_args{env, {}, {}, {a, stuck}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      synchronizer_args{
+          env, {}, {}, {a, stuck}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto report = std::make_shared<std::optional<sync_report>>();
   auto w = tiny_weights(env, 2, 1);
   cs.sys().spawn([=](caf::event_based_actor* self) {
@@ -283,7 +284,8 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
   auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
                        "async_training.max_staleness=1", "async_training.stale_policy=regenerate",
                        "trainer.ppo_mini_batch_size=1"});
-  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
+  auto q = cs.track(
+      spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
   auto got = std::make_shared<std::vector<int64_t>>();
   auto delivered = std::make_shared<std::optional<delivery>>();
   auto group_at = [](uint64_t id, int64_t version) {
@@ -400,13 +402,12 @@ TEST(SynchronizerUnit, DrainHasItsOwnBoundApartFromTheLoadWatchdog) {
   // failed the run.
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
-  auto env =
-      tiny_env({"async_training.sync_timeout_ms=100", "async_training.drain_timeout_ms=5000",
-                "async_training.sync_retries=0"});
+  auto env = tiny_env({"async_training.sync_timeout_ms=100", "async_training.drain_timeout_ms=5000",
+                       "async_training.sync_retries=0"});
   auto slow = fake_rollouter(cs, log, "slow", /*hang=*/true);
   auto sync = cs.track(spawn_synchronizer(
-      cs.sys(),
-      synchronizer_args{env, {}, {}, {slow}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
+      cs.sys(), synchronizer_args{
+                    env, {}, {}, {slow}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
   auto reports = std::make_shared<std::map<int32_t, sync_report>>();
   publish_all(cs, sync, env, {1}, reports);
   cs.sched().run();
@@ -546,7 +547,8 @@ TEST(QueueUnit, CreditsAreSharedAcrossWorkers) {
   // periodic: a window of B = 4 groups; each worker has room for 16 / G = 4.
   auto env =
       tiny_env({"async_training.mode=periodic", "rollout.num_workers=2", "rollout.max_batch=16"});
-  auto q = cs.track(spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
+  auto q = cs.track(
+      spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
   auto got = std::make_shared<std::map<int32_t, int64_t>>();
   cs.sys().spawn([=](caf::event_based_actor* self) {
     for (int32_t w : {0, 1})

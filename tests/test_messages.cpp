@@ -52,8 +52,7 @@ void expect_same(const scored_sample& a, const scored_sample& b) {
 }
 
 void expect_same(const scored_group& a, const scored_group& b) {
-  SAME(group_id), SAME(prompt_index), SAME(seq), SAME(ground_truth), SAME(filtered),
-      SAME(worker);
+  SAME(group_id), SAME(prompt_index), SAME(seq), SAME(ground_truth), SAME(filtered), SAME(worker);
   ASSERT_EQ(a.samples.size(), b.samples.size());
   for (size_t i = 0; i < a.samples.size(); ++i)
     expect_same(a.samples[i], b.samples[i]);
@@ -70,10 +69,10 @@ void expect_same(const rollout_progress& a, const rollout_progress& b) {
 
 void expect_same(const queue_stats& a, const queue_stats& b) {
   SAME(depth), SAME(running), SAME(received), SAME(delivered), SAME(dropped_stale),
-      SAME(regenerated), SAME(abandoned), SAME(lost), SAME(restored), SAME(admitted_in_window), SAME(window_budget),
-      SAME(carried), SAME(capacity), SAME(published_version), SAME(max_delivered_staleness),
-      SAME(credit_requests_waiting), SAME(pull_waiting_min), SAME(admission_limit),
-      SAME(window_granted), SAME(window_carried);
+      SAME(regenerated), SAME(abandoned), SAME(lost), SAME(restored), SAME(admitted_in_window),
+      SAME(window_budget), SAME(carried), SAME(capacity), SAME(published_version),
+      SAME(max_delivered_staleness), SAME(credit_requests_waiting), SAME(pull_waiting_min),
+      SAME(admission_limit), SAME(window_granted), SAME(window_carried);
 }
 
 void expect_same(const delivery& a, const delivery& b) {
@@ -136,11 +135,11 @@ void expect_same(const weight_snapshot& a, const weight_snapshot& b) {
 }
 
 void expect_same(const run_result& a, const run_result& b) {
-  SAME(ok), SAME(status), SAME(error), SAME(resumed_from_step), SAME(checkpoints),
-      SAME(checkpoint), SAME(checkpoint_step), SAME(rollouter_restarts), SAME(sync_retries),
-      SAME(restartable), SAME(steps), SAME(groups_generated), SAME(groups_trained),
-      SAME(groups_dropped), SAME(groups_in_flight), SAME(groups_filtered), SAME(tokens_generated),
-      SAME(tokens_trained), SAME(syncs), SAME(wall_time_s), SAME(train_time_s);
+  SAME(ok), SAME(status), SAME(error), SAME(resumed_from_step), SAME(checkpoints), SAME(checkpoint),
+      SAME(checkpoint_step), SAME(rollouter_restarts), SAME(sync_retries), SAME(restartable),
+      SAME(steps), SAME(groups_generated), SAME(groups_trained), SAME(groups_dropped),
+      SAME(groups_in_flight), SAME(groups_filtered), SAME(tokens_generated), SAME(tokens_trained),
+      SAME(syncs), SAME(wall_time_s), SAME(train_time_s);
   ASSERT_EQ(a.rollouters.size(), b.rollouters.size());
   for (size_t i = 0; i < a.rollouters.size(); ++i)
     expect_same(a.rollouters[i], b.rollouters[i]);
@@ -171,7 +170,7 @@ scored_group make_group(uint64_t k) {
 }
 
 queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107, 119, 120, 108,
+  return {101, 102, 103, 104, 105, 106, 107, 119,   120,        108,
           109, 110, 111, 112, 113, 114, 115, "eta", {116, 117}, {0, 118}};
 }
 
@@ -222,8 +221,29 @@ update_stats make_update_stats() {
 }
 
 step_report make_step_report() {
-  return {1,  2,    make_update_stats(), 3.5, 4.5, 5,    6,   7.5, 8, 9, 10, 11, 12.5, 13.5, 14.5,
-          15, 16.5, make_queue_stats(),  17,  18,  19.5, 20.5, {21, 1ULL << 50}};
+  return {1,
+          2,
+          make_update_stats(),
+          3.5,
+          4.5,
+          5,
+          6,
+          7.5,
+          8,
+          9,
+          10,
+          11,
+          12.5,
+          13.5,
+          14.5,
+          15,
+          16.5,
+          make_queue_stats(),
+          17,
+          18,
+          19.5,
+          20.5,
+          {21, 1ULL << 50}};
 }
 
 class Messages : public ::testing::Test {

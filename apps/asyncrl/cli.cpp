@@ -37,10 +37,10 @@ struct config_args {
 // Every subcommand's parsed arguments, and the subcommand objects to ask which one ran.
 struct cli_args {
   config_args sft, train, simulate, data, config;
-  bool per_step = false;  // simulate --per-step
-  std::string data_out;   // data --out
+  bool per_step = false;   // simulate --per-step
+  std::string data_out;    // data --out
   std::string resume_dir;  // train --resume
-  config_query query;     // config --describe / --get
+  config_query query;      // config --describe / --get
   eval_command eval;
   generate_command generate;
   score_command score;
@@ -152,11 +152,13 @@ int run_train(const cli_args& a) {
     return run_train_command(*a.train.load());
   }
   if (!a.train.path.empty())
-    throw config_error("train --resume uses the run's own config.yaml; give changes as key=value "
-                       "overrides, not --config");
+    throw config_error(
+        "train --resume uses the run's own config.yaml; give changes as key=value "
+        "overrides, not --config");
   const auto path = a.resume_dir + "/config.yaml";
   if (!std::ifstream(path))
-    throw config_error("train --resume " + a.resume_dir + ": no config.yaml there (not a run "
+    throw config_error("train --resume " + a.resume_dir +
+                       ": no config.yaml there (not a run "
                        "directory?)");
   auto overrides = a.train.overrides;
   overrides.push_back("runtime.run_dir=" + a.resume_dir);

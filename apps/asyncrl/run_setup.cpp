@@ -64,7 +64,8 @@ std::string prepare_run_dir(const loaded_config& lc) {
 void check_free_space(const std::string& dir, uint64_t need_bytes) {
   struct statvfs fs {};
   if (statvfs(dir.c_str(), &fs) != 0)
-    throw std::runtime_error("runtime.run_dir '" + dir + "': statvfs failed: " + std::strerror(errno));
+    throw std::runtime_error("runtime.run_dir '" + dir +
+                             "': statvfs failed: " + std::strerror(errno));
   const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
   if (free_bytes < need_bytes)
     throw std::runtime_error("runtime.run_dir '" + dir + "' has " +

@@ -1,9 +1,9 @@
 #include "apps/asyncrl/signals.hpp"
 
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <unistd.h>
 
 namespace asyncrl {
 

@@ -5,16 +5,24 @@
 namespace asyncrl {
 
 bool resume_may_change(const std::string& key) {
-  static const char* const exact[] = {
-      "trainer.total_steps",   "trainer.threads",
-      "rollout.threads",       "runtime.threads",
-      "runtime.caf_threads",   "runtime.log_level",
-      "runtime.eval_before",   "runtime.eval_after",
-      "runtime.progress_timeout_s", "eval.every_steps",
-      "reward.timeout_ms",     "reward.detached_workers",
-      "async_training.sync_timeout_ms", "async_training.drain_timeout_ms",
-      "async_training.sync_retries", "rollout.num_workers",
-      "runtime.run_dir",       "runtime.device"};
+  static const char* const exact[] = {"trainer.total_steps",
+                                      "trainer.threads",
+                                      "rollout.threads",
+                                      "runtime.threads",
+                                      "runtime.caf_threads",
+                                      "runtime.log_level",
+                                      "runtime.eval_before",
+                                      "runtime.eval_after",
+                                      "runtime.progress_timeout_s",
+                                      "eval.every_steps",
+                                      "reward.timeout_ms",
+                                      "reward.detached_workers",
+                                      "async_training.sync_timeout_ms",
+                                      "async_training.drain_timeout_ms",
+                                      "async_training.sync_retries",
+                                      "rollout.num_workers",
+                                      "runtime.run_dir",
+                                      "runtime.device"};
   for (auto* k : exact)
     if (key == k) return true;
   for (auto* prefix : {"checkpoint.", "supervision.", "faults.", "simulate."})
@@ -35,8 +43,9 @@ std::string resume_conflict(const loaded_config& saved, const loaded_config& now
   const auto& b = now.cfg.trainer;
   if (a.total_steps != b.total_steps && a.lr_schedule != lr_schedule_kind::constant)
     return "key 'trainer.total_steps' changed from " + std::to_string(a.total_steps) + " to " +
-           std::to_string(b.total_steps) + ": with trainer.lr_schedule=" +
-           to_string(a.lr_schedule) + " the learning rate of every step depends on it";
+           std::to_string(b.total_steps) +
+           ": with trainer.lr_schedule=" + to_string(a.lr_schedule) +
+           " the learning rate of every step depends on it";
   return {};
 }
 
