@@ -205,7 +205,13 @@ void after_step(ctrl_ptr self, const step_report& r) {
       !st.rollouters.empty()) {
     const auto w = static_cast<size_t>(st.kills++ % static_cast<int64_t>(st.rollouters.size()));
     spdlog::warn("injected fault: killing rollouter {} after step {}", w, r.step);
-    self->send_exit(st.rollouters[w], caf::exit_reason::kill);
+    // Anonymous, because an exit message from a linked actor unlinks the receiver from it
+    // first; and not exit_reason::kill, which no actor can trap, so that it would take the
+    // controller (linked) down with it. The rollouter dies as a crash would: with an error.
+    caf::anon_send(
+        caf::actor_cast<caf::actor>(st.rollouters[w]),
+        caf::exit_msg{caf::actor_addr{}, caf::make_error(caf::sec::runtime_error,
+                                                         "injected fault: rollouter killed")});
   }
 }
 

@@ -53,7 +53,8 @@ struct rollouter_actor_state {
   // Pauses not yet matched by a resume. The synchronizer pairs every pause with a resume, but
   // a resume of one sync and the pause of the next can arrive in either order; generation
   // continues only once every pause has been answered by its resume.
-  int32_t pauses = 0;
+  std::set<int64_t> pauses;   // tokens of pauses not yet resumed
+  std::set<int64_t> resumed;  // tokens resumed before their pause arrived (or never will)
   bool stopping = false;
   caf::typed_response_promise<int64_t> drain_promise;
   std::vector<uint64_t> completed_ids;  // sent to the Reward, not yet reported
@@ -355,20 +356,35 @@ auto on_apply(self_ptr self) {
   };
 }
 
+// A pause: counts unless its resume came first (then it is already over).
+bool add_pause(self_ptr self, int64_t token) {
+  auto& st = self->state;
+  if (st.resumed.erase(token) > 0) return false;
+  st.pauses.insert(token);
+  return true;
+}
+
 auto already_paused(self_ptr self) {
-  return [self](pause_atom) -> caf::result<int64_t> {
-    ++self->state.pauses;
+  return [self](pause_atom, int64_t token) -> caf::result<int64_t> {
+    add_pause(self, token);
     return static_cast<int64_t>(self->state.held.size());
+  };
+}
+
+// A resume while not paused: its pause has not arrived yet (or went to a dead incarnation).
+auto early_resume(self_ptr self) {
+  return [self](resume_atom, int64_t token) {
+    if (self->state.pauses.erase(token) == 0) self->state.resumed.insert(token);
   };
 }
 
 // A resume while paused: continue (under whatever weights are loaded; none if the sync's load
 // failed) once every pause has had its resume.
 auto resume_when_paused(self_ptr self) {
-  return [self](resume_atom) {
+  return [self](resume_atom, int64_t token) {
     auto& st = self->state;
-    if (st.pauses > 0) --st.pauses;
-    if (st.pauses > 0) return;
+    if (st.pauses.erase(token) == 0) st.resumed.insert(token);
+    if (!st.pauses.empty()) return;
     enter(self, rollouter_state::resuming, resuming(self));
     next_chunk(self);
   };
@@ -378,14 +394,13 @@ rollouter_actor::behavior_type idle(self_ptr self) {
   return {
       [self](start_atom) { request_work(self); },
       [](gen_atom) {},
-      [self](pause_atom) -> caf::result<int64_t> {
-        ++self->state.pauses;
-        enter(self, rollouter_state::interrupted, interrupted(self));
+      [self](pause_atom, int64_t token) -> caf::result<int64_t> {
+        if (add_pause(self, token)) enter(self, rollouter_state::interrupted, interrupted(self));
         return int64_t{0};
       },
       on_load(self),
       on_apply(self),
-      [](resume_atom) {},
+      early_resume(self),
       on_stop(self),
   };
 }
@@ -394,10 +409,10 @@ rollouter_actor::behavior_type generating(self_ptr self) {
   return {
       [self](start_atom) { request_work(self); },
       [self](gen_atom) { run_chunk(self); },
-      [self](pause_atom) -> caf::result<int64_t> {
+      [self](pause_atom, int64_t token) -> caf::result<int64_t> {
         auto& st = self->state;
         if (st.draining) return caf::skip;  // answered once the drain completes
-        ++st.pauses;
+        if (!add_pause(self, token)) return static_cast<int64_t>(st.held.size());
         if (st.args.env->plan.partial_rollout) {
           // Stop at this token boundary; keep the partial responses for the resume.
           for (auto& r : st.gen->interrupt()) {
@@ -415,17 +430,21 @@ rollouter_actor::behavior_type generating(self_ptr self) {
       },
       on_load(self),
       on_apply(self),
-      [](resume_atom) {},
+      early_resume(self),
       on_stop(self),
   };
 }
 
 rollouter_actor::behavior_type interrupted(self_ptr self) {
   return {
-      [](start_atom) {},        [](gen_atom) {},  // a chunk queued before the pause: nothing to do
-                                                  // now
-      already_paused(self),     on_load(self),   on_apply(self),
-      resume_when_paused(self), on_stop(self),
+      [](start_atom) {},
+      [](gen_atom) {},  // a chunk queued before the pause: nothing to do
+                        // now
+      already_paused(self),
+      on_load(self),
+      on_apply(self),
+      resume_when_paused(self),
+      on_stop(self),
   };
 }
 
@@ -455,14 +474,13 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         }
         run_chunk(self);
       },
-      [self](pause_atom) -> caf::result<int64_t> {
-        ++self->state.pauses;
-        enter(self, rollouter_state::interrupted, interrupted(self));
+      [self](pause_atom, int64_t token) -> caf::result<int64_t> {
+        if (add_pause(self, token)) enter(self, rollouter_state::interrupted, interrupted(self));
         return static_cast<int64_t>(self->state.held.size());
       },
       on_load(self),
       on_apply(self),
-      [](resume_atom) {},
+      early_resume(self),
       on_stop(self),
   };
 }

@@ -26,6 +26,7 @@ struct sync_run {
   size_t replies = 0;
   bool failed = false;
   int64_t attempt = 0;
+  int64_t token = 0;  // pairs each rollouter's pause with its resume (see the interface)
 };
 
 struct sync_state {
@@ -37,6 +38,7 @@ struct sync_state {
   weight_snapshot current;             // the weights of the last completed sync
   int64_t syncs = 0;
   int64_t retries = 0;
+  int64_t tokens = 0;
 };
 
 using sync_ptr = synchronizer_actor::stateful_pointer<sync_state>;
@@ -49,7 +51,7 @@ void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const 
   // Always paired with the pause, and sent at the pause's priority: a resume at normal priority
   // could be overtaken by the next sync's pause (the rollouter also counts pauses, see there).
   for (auto& r : st.args.rollouters)
-    self->send<caf::message_priority::high>(r, resume_atom::value);
+    self->send<caf::message_priority::high>(r, resume_atom::value, run->token);
   if (!ok && run->attempt < st.args.env->cfg.async_training.sync_retries) {
     // Retried after a short pause: a crashed rollouter's replacement has time to arrive.
     ++run->attempt;
@@ -120,6 +122,7 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
   auto& st = self->state;
   run->replies = 0;
   run->failed = false;
+  run->token = ++st.tokens;
   // With partial rollout a pause stops at the next token boundary, so the load watchdog bounds
   // it. Without, a pause drains the responses in flight: a long but healthy drain gets its own,
   // larger bound.
@@ -133,7 +136,7 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
   }
   const auto a = run->attempt;  // replies of an earlier, failed attempt are ignored
   for (auto& r : st.args.rollouters)
-    self->request<caf::message_priority::high>(r, timeout, pause_atom::value)
+    self->request<caf::message_priority::high>(r, timeout, pause_atom::value, run->token)
         .then(
             [self, run, a](int64_t) {
               if (run->failed || run->attempt != a) return;

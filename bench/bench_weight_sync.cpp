@@ -53,7 +53,7 @@ rollouter_actor fake_rollouter(caf::actor_system& sys, const model_config& cfg) 
     return {
         [](start_atom) {},
         [](gen_atom) {},
-        [](pause_atom) -> int64_t { return 0; },
+        [](pause_atom, int64_t) -> int64_t { return 0; },
         [self](load_atom, weight_snapshot& w) -> caf::result<int64_t> {
           try {
             load_snapshot(*self->state.model, w, /*alias=*/true);
@@ -63,7 +63,7 @@ rollouter_actor fake_rollouter(caf::actor_system& sys, const model_config& cfg) 
           self->state.weights = w;
           return w.version;
         },
-        [](resume_atom) {},
+        [](resume_atom, int64_t) {},
         [](apply_atom) {},
         [self](stop_atom) -> rollout_counts {
           self->quit();

@@ -16,11 +16,13 @@ namespace asyncrl {
 
 /// Generates groups of responses; states idle, generating, interrupted, syncing, resuming.
 using rollouter_actor = caf::typed_actor<
-    caf::reacts_to<start_atom>,                  // begin pulling work
-    caf::reacts_to<gen_atom>,                    // (self) one decode chunk
-    caf::replies_to<pause_atom>::with<int64_t>,  // stop at a token boundary (or drain)
+    caf::reacts_to<start_atom>,  // begin pulling work
+    caf::reacts_to<gen_atom>,    // (self) one decode chunk
+    // Pause and resume carry the sync attempt's token: each pause is matched by the resume of
+    // the same token, in whichever order the two arrive.
+    caf::replies_to<pause_atom, int64_t>::with<int64_t>,  // stop at a token boundary (or drain)
     caf::replies_to<load_atom, weight_snapshot>::with<int64_t>,  // load weights -> version
-    caf::reacts_to<resume_atom>,                                 // continue under the new weights
+    caf::reacts_to<resume_atom, int64_t>,                        // continue under the new weights
     caf::reacts_to<apply_atom>,  // (self) a delayed load is due (faults.sync_delay_every)
     caf::replies_to<stop_atom>::with<rollout_counts>>;
 

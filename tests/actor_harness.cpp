@@ -85,9 +85,26 @@ std::unique_ptr<loaded_config> tiny_run_config(const std::vector<std::string>& o
 }
 
 run_outcome run_coordinated(const run_config& cfg) {
+  temp_dir dir("actors");
+  return run_coordinated(cfg, run_files{dir.path().string(), "", 0, std::nullopt});
+}
+
+namespace {
+
+int64_t lines_in(const std::string& path) {
+  std::ifstream in(path);
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);)
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+run_outcome run_coordinated(const run_config& cfg, run_files files) {
   run_outcome out;
   spdlog::set_level(spdlog::level::from_str(cfg.runtime.log_level));
-  temp_dir dir("actors");
+  const std::string metrics = files.run_dir + "/metrics.jsonl";
   auto tok = char_tokenizer::builtin();
   auto mcfg = model_config::from_init(cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id());
   auto model = init_causal_lm(mcfg, cfg.model.init.init_std,
@@ -103,8 +120,11 @@ run_outcome run_coordinated(const run_config& cfg) {
   ca.initial = snapshot_weights(*model, 0);
   ca.train = data.train;
   ca.test = data.test;
-  ca.run_dir = dir.path().string();
+  ca.run_dir = files.run_dir;
   ca.show_progress = false;
+  ca.checkpoint_dir = files.checkpoint_dir;
+  ca.config_yaml = "coordinated test run";
+  ca.resume = std::move(files.resume);
   {
     coordinated_system cs;
     auto result = std::make_shared<std::optional<run_result>>();
@@ -119,6 +139,12 @@ run_outcome run_coordinated(const run_config& cfg) {
                   *result = std::move(r);
                 });
     });
+    if (files.interrupt_at_step > 0) {
+      // The metrics line of a step is written when its report arrives: interrupt right then.
+      cs.run_until(
+          [&] { return result->has_value() || lines_in(metrics) >= files.interrupt_at_step; });
+      if (!result->has_value()) caf::anon_send(ctrl, interrupt_atom::value);
+    }
     out.finished = cs.run_until([&] { return result->has_value(); });
     out.messages = cs.resumed();
     if (out.finished) {
@@ -129,7 +155,7 @@ run_outcome run_coordinated(const run_config& cfg) {
       cs.run_until([] { return false; }, 0);
     }
   }
-  std::ifstream in(dir.file("metrics.jsonl"));
+  std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);)
     out.metrics.push_back(line);
   return out;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/checkpoint.hpp"
 #include "messages/run_result.hpp"
 #include "runtime/config/run_config.hpp"
 
@@ -64,7 +65,17 @@ struct run_outcome {
   uint64_t messages = 0;             // messages the actors handled, all of them
 };
 
+/// Where a coordinated run keeps its files, and how it is interrupted or resumed.
+struct run_files {
+  std::string run_dir;            // metrics.jsonl, ledger.json; must exist
+  std::string checkpoint_dir;     // empty = no checkpoints
+  int64_t interrupt_at_step = 0;  // > 0: an interrupt (as SIGINT sends) once this step is logged
+  std::optional<run_state> resume;
+};
+
 /// Runs the actor part of a training run on a fresh coordinated system.
 run_outcome run_coordinated(const run_config& cfg);
+/// The same, with files the caller keeps (checkpoints, resume, the ledger).
+run_outcome run_coordinated(const run_config& cfg, run_files files);
 
 }  // namespace asyncrl::test

@@ -105,7 +105,7 @@ rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::s
         return {
             [](start_atom) {},
             [](gen_atom) {},
-            [=](pause_atom) -> caf::result<int64_t> {
+            [=](pause_atom, int64_t) -> caf::result<int64_t> {
               log->events.push_back(name + " pause");
               if (hang) {
                 held->push_back(self->make_response_promise<int64_t>());
@@ -117,7 +117,7 @@ rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::s
               log->events.push_back(name + " load v" + std::to_string(w.version));
               return w.version;
             },
-            [=](resume_atom) { log->events.push_back(name + " resume"); },
+            [=](resume_atom, int64_t) { log->events.push_back(name + " resume"); },
             [](apply_atom) {},
             [self](stop_atom) -> rollout_counts {
               self->quit();
@@ -244,7 +244,7 @@ TEST(RollouterUnit, PartialRolloutIsInterruptedSyncedAndResumed) {
   ASSERT_TRUE(step->empty());
   // ...until a pause has stopped generation at a token boundary.
   cs.sys().spawn([=](caf::event_based_actor* self) {
-    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value)
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value, int64_t{1})
         .then([=](int64_t held) { step->push_back("paused with " + std::to_string(held)); });
   });
   ASSERT_TRUE(cs.run_until([&] { return step->size() == 2; }, 0));
@@ -254,7 +254,7 @@ TEST(RollouterUnit, PartialRolloutIsInterruptedSyncedAndResumed) {
   EXPECT_EQ((*step)[1], "loaded v1");
   cs.sched().run();
   EXPECT_TRUE(log->groups.empty()) << "a paused rollouter must not generate";
-  caf::anon_send(r, resume_atom::value);
+  caf::anon_send(r, resume_atom::value, int64_t{1});
   ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 1; }, 0));
   const auto& g = log->groups[0];
   ASSERT_EQ(g.samples.size(), 4u);
@@ -421,6 +421,26 @@ TEST(SynchronizerUnit, DrainHasItsOwnBoundApartFromTheLoadWatchdog) {
   EXPECT_NE(reports->at(1).error.find("drain"), std::string::npos) << reports->at(1).error;
 }
 
+TEST(RollouterUnit, AResumeThatOvertakesItsPauseStillEndsIt) {
+  // Issue 11: a sync attempt that fails (a rollouter crashed) resumes everyone at once; seen
+  // from a live rollouter that resume can come before the attempt's pause. With a pause count
+  // the late pause then paused it forever; tokens pair them in either order.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({});
+  auto r = cs.track(spawn_rollouter(
+      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 1),
+                               fake_reward(cs, log), fake_controller(cs, log, {1})}));
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->send<caf::message_priority::high>(r, resume_atom::value, int64_t{7});
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value, int64_t{7})
+        .then([](int64_t) {});
+    self->send(r, start_atom::value);
+  });
+  ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 1; }, 0))
+      << "the rollouter stayed paused by a pause whose resume had already come";
+}
+
 TEST(RollouterUnit, ResumeOfOneSyncArrivingAfterThePauseOfTheNextDoesNotWedgeIt) {
   // Back-to-back syncs as a rollouter can see them: sync 1's resume arrives after sync 2's
   // pause. Before the fix that late resume moved the rollouter to generating, where sync 2's
@@ -437,12 +457,12 @@ TEST(RollouterUnit, ResumeOfOneSyncArrivingAfterThePauseOfTheNextDoesNotWedgeIt)
   auto w2 = tiny_weights(env, 2, 3);
   cs.sys().spawn([=](caf::event_based_actor* self) {
     auto on_load = [=](int64_t v) { loaded->push_back(v); };
-    self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});
+    self->request(r, caf::infinite, pause_atom::value, int64_t{1}).then([](int64_t) {});
     self->request(r, caf::infinite, load_atom::value, w1).then(on_load);
-    self->request(r, caf::infinite, pause_atom::value).then([](int64_t) {});  // sync 2's pause
-    self->send(r, resume_atom::value);                                        // sync 1's resume
+    self->request(r, caf::infinite, pause_atom::value, int64_t{2}).then([](int64_t) {});
+    self->send(r, resume_atom::value, int64_t{1});  // sync 1's resume, after sync 2's pause
     self->request(r, caf::infinite, load_atom::value, w2).then(on_load);
-    self->send(r, resume_atom::value);  // sync 2's resume
+    self->send(r, resume_atom::value, int64_t{2});
   });
   ASSERT_TRUE(cs.run_until([&] { return loaded->size() == 2; }, 0))
       << "sync 2's load was never applied";
@@ -465,12 +485,12 @@ TEST(RollouterUnit, ResumeWithoutALoadContinuesUnderTheOldWeights) {
     cs.sched().try_run_once();
   auto held = std::make_shared<std::optional<int64_t>>();
   cs.sys().spawn([=](caf::event_based_actor* self) {
-    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value)
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value, int64_t{1})
         .then([=](int64_t n) { *held = n; });
   });
   ASSERT_TRUE(cs.run_until([&] { return held->has_value(); }, 0));
   ASSERT_TRUE(log->groups.empty());
-  caf::anon_send<caf::message_priority::high>(r, resume_atom::value);
+  caf::anon_send<caf::message_priority::high>(r, resume_atom::value, int64_t{1});
   ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 1; }, 0))
       << "the rollouter stayed paused after a resume";
   for (auto& s : log->groups[0].samples)
@@ -519,7 +539,7 @@ TEST(RollouterUnit, CreditArrivingDuringADrainStartsNoNewTask) {
   ASSERT_TRUE(cs.run_until([&] { return held->promises.size() == 1; }, 0));
   auto paused = std::make_shared<bool>(false);
   cs.sys().spawn([=](caf::event_based_actor* self) {
-    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value)
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value, int64_t{1})
         .then([=](int64_t) { *paused = true; });
   });
   // The pause (high priority) is handled first; then the held credit comes through.
@@ -532,7 +552,7 @@ TEST(RollouterUnit, CreditArrivingDuringADrainStartsNoNewTask) {
   auto w1 = tiny_weights(env, 1, 2);
   cs.sys().spawn([=](caf::event_based_actor* self) {
     self->request(r, caf::infinite, load_atom::value, w1).then([=](int64_t) {
-      self->send<caf::message_priority::high>(r, resume_atom::value);
+      self->send<caf::message_priority::high>(r, resume_atom::value, int64_t{1});
     });
   });
   ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 2; }, 0));

@@ -90,13 +90,28 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
     auto ctrl = spawn_controller(sys, ca);
     interrupt_watch signals([ctrl](int) { caf::anon_send(ctrl, interrupt_atom::value); });
     caf::scoped_actor self{sys};
-    self->request(ctrl, caf::infinite, run_atom::value)
-        .receive([&](run_result& r) { result = std::move(r); },
-                 [&](caf::error& e) {
-                   result.ok = false;
-                   result.status = run_status::failed;
-                   result.error = "controller: " + sys.render(e);
-                 });
+    // A controller that dies without answering (killed) must not leave us waiting forever.
+    self->monitor(ctrl);
+    auto fail = [&](const std::string& why) {
+      result.ok = false;
+      result.status = run_status::failed;
+      result.error = "controller: " + why;
+    };
+    self->send(ctrl, run_atom::value);
+    bool done = false;
+    self->receive_while([&] { return !done; })(
+        [&](run_result& r) {
+          result = std::move(r);
+          done = true;
+        },
+        [&](caf::error& e) {
+          fail(sys.render(e));
+          done = true;
+        },
+        [&](caf::down_msg& dm) {
+          fail("terminated without a result: " + sys.render(dm.reason));
+          done = true;
+        });
   }  // the actor system waits for every actor here; each role quit during shutdown
   return result;
 }

@@ -1,0 +1,362 @@
+// Checkpoint, resume and supervision of whole runs under CAF's test coordinator (deterministic,
+// no sleeps): a run interrupted at any step and resumed ends bitwise equal to the run that was
+// never interrupted (sync, periodic), every prompt of the schedule is trained or dropped exactly
+// once (every mode), and crashed rollouters, lost or late weight syncs, a crashed trainer and a
+// damaged checkpoint lose nothing.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "actors/run_checkpoint.hpp"
+#include "runtime/checkpoint/checkpoint_file.hpp"
+#include "runtime/config/resume_compat.hpp"
+#include "tests/actor_harness.hpp"
+#include "tests/test_util.hpp"
+
+using namespace asyncrl;
+using test::run_coordinated;
+using test::run_files;
+using test::tiny_run_config;
+
+namespace {
+
+// A run whose every step changes the weights: the prefix bandit ("=" starts 1 in 40 responses of
+// the random tiny model) with 8 responses per prompt, so a resume that trained anything
+// differently ends with other weights.
+std::vector<std::string> learning(std::vector<std::string> o) {
+  std::vector<std::string> base{
+      "reward.function=prefix", "reward.prefix==",      "rollout.n=8",
+      "rollout.max_batch=16",   "trainer.lr=0.01",      "trainer.micro_batch_size=8",
+      "trainer.total_steps=6",  "rollout.num_workers=2"};
+  base.insert(base.end(), o.begin(), o.end());
+  return base;
+}
+
+struct ledger {
+  std::vector<uint64_t> trained, dropped, in_flight;
+  uint64_t next_seq = 0;
+};
+
+ledger read_ledger(const std::string& dir) {
+  auto j = nlohmann::json::parse(test::read_text(dir + "/ledger.json"));
+  return {j["trained"].get<std::vector<uint64_t>>(), j["dropped"].get<std::vector<uint64_t>>(),
+          j["in_flight"].get<std::vector<uint64_t>>(), j["next_seq"].get<uint64_t>()};
+}
+
+// Every schedule position handed out is trained, dropped or in flight: exactly one of them.
+void expect_each_prompt_once(const ledger& l) {
+  std::map<uint64_t, int> seen;
+  for (auto* v : {&l.trained, &l.dropped, &l.in_flight})
+    for (auto s : *v)
+      ++seen[s];
+  int64_t duplicated = 0, lost = 0;
+  for (auto& [s, n] : seen)
+    duplicated += n - 1;
+  for (uint64_t s = 0; s < l.next_seq; ++s)
+    lost += seen.count(s) ? 0 : 1;
+  EXPECT_EQ(duplicated, 0) << "schedule positions trained or dropped twice";
+  EXPECT_EQ(lost, 0) << "schedule positions neither trained, dropped nor in flight";
+}
+
+void expect_nothing_lost(const run_result& r) {
+  EXPECT_EQ(r.groups_generated, r.groups_trained + r.groups_dropped + r.groups_in_flight)
+      << "generated " << r.groups_generated << " trained " << r.groups_trained << " dropped "
+      << r.groups_dropped << " in flight " << r.groups_in_flight;
+  EXPECT_EQ(r.reward.received, r.groups_generated);
+  EXPECT_EQ(r.reward.forwarded, r.queue.received);
+  EXPECT_EQ(r.queue.delivered, r.trainer.received);
+}
+
+// metrics.jsonl holds steps 1..n, each once, in order.
+void expect_steps_once(const std::vector<std::string>& metrics, int64_t n) {
+  std::vector<int64_t> steps;
+  for (auto& m : metrics)
+    steps.push_back(nlohmann::json::parse(m)["step"].get<int64_t>());
+  std::vector<int64_t> want(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    want[static_cast<size_t>(i)] = i + 1;
+  EXPECT_EQ(steps, want);
+}
+
+size_t differing(const run_result& a, const run_result& b) {
+  const auto& x = a.final_weights.blob->data;
+  const auto& y = b.final_weights.blob->data;
+  EXPECT_EQ(x.size(), y.size());
+  size_t n = 0;
+  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
+    n += x[i] != y[i];
+  return n;
+}
+
+// One run dir with a checkpoint dir inside.
+struct run_dir {
+  test::temp_dir dir{"resume"};
+  std::string ckpt() const { return dir.file("checkpoints"); }
+  run_files files(int64_t interrupt_at = 0, std::optional<run_state> from = {}) const {
+    return run_files{dir.path().string(), ckpt(), interrupt_at, std::move(from)};
+  }
+};
+
+std::optional<run_state> latest(const std::string& ckpt, std::vector<std::string>* skipped) {
+  auto p = load_resume_point(ckpt, skipped);
+  if (!p) return std::nullopt;
+  return std::move(p->run);
+}
+
+// Runs to completion with an interrupt at each of `stops` (steps), resuming each time.
+test::run_outcome interrupted_run(const run_config& cfg, const run_dir& d,
+                                  const std::vector<int64_t>& stops, int64_t* resumes) {
+  std::optional<run_state> from;
+  for (auto at : stops) {
+    auto o = run_coordinated(cfg, d.files(at, std::move(from)));
+    EXPECT_TRUE(o.finished);
+    EXPECT_EQ(o.result.status, run_status::interrupted) << o.result.error;
+    from = latest(d.ckpt(), nullptr);
+    EXPECT_TRUE(from.has_value());
+    ++*resumes;
+  }
+  return run_coordinated(cfg, d.files(0, std::move(from)));
+}
+
+TEST(Resume, PeriodicInterruptedAtEveryStepEndsBitwiseEqual) {
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic"}))->cfg;
+  auto ref = run_coordinated(cfg);
+  ASSERT_TRUE(ref.result.ok) << ref.result.error;
+  for (int64_t k = 1; k < cfg.trainer.total_steps; ++k) {
+    run_dir d;
+    int64_t resumes = 0;
+    auto o = interrupted_run(cfg, d, {k}, &resumes);
+    ASSERT_TRUE(o.result.ok) << o.result.error;
+    EXPECT_EQ(o.result.resumed_from_step, k);
+    EXPECT_EQ(differing(o.result, ref.result), 0u) << "interrupted at step " << k;
+    expect_nothing_lost(o.result);
+    expect_steps_once(o.metrics, cfg.trainer.total_steps);
+    auto l = read_ledger(d.dir.path().string());
+    expect_each_prompt_once(l);
+    EXPECT_EQ(l.trained.size(), 24u);  // 6 steps x 4 prompts, each once
+  }
+}
+
+TEST(Resume, PeriodicWithTwoStepWindowsCheckpointsAtTheWindowEnd) {
+  // Two mini-batches per batch: after step 3 the policy is not the weights that generate step
+  // 4's groups, so an interrupt there waits for the window to close (step 4) to checkpoint.
+  auto cfg =
+      tiny_run_config(learning({"async_training.mode=periodic", "trainer.ppo_mini_batch_size=2"}))
+          ->cfg;
+  auto ref = run_coordinated(cfg);
+  ASSERT_TRUE(ref.result.ok) << ref.result.error;
+  run_dir d;
+  auto stopped = run_coordinated(cfg, d.files(3));
+  EXPECT_EQ(stopped.result.status, run_status::interrupted);
+  EXPECT_EQ(stopped.result.checkpoint_step, 4);
+  auto o = run_coordinated(cfg, d.files(0, latest(d.ckpt(), nullptr)));
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_steps_once(o.metrics, cfg.trainer.total_steps);
+}
+
+TEST(Resume, SyncInterruptedTwiceEndsBitwiseEqual) {
+  auto cfg = tiny_run_config(learning({"async_training.mode=sync"}))->cfg;
+  auto ref = run_coordinated(cfg);
+  ASSERT_TRUE(ref.result.ok) << ref.result.error;
+  run_dir d;
+  int64_t resumes = 0;
+  auto o = interrupted_run(cfg, d, {2, 4}, &resumes);
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(resumes, 2);
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_nothing_lost(o.result);
+  expect_each_prompt_once(read_ledger(d.dir.path().string()));
+}
+
+class FullyAsyncResume : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(FullyAsyncResume, EveryPromptIsTrainedOrDroppedExactlyOnce) {
+  // Not exact (staleness depends on timing), but lossless: the queue's groups are saved with
+  // their versions and everything in flight is regenerated once.
+  auto o = GetParam();
+  o.insert(o.end(), {"trainer.total_steps=8", "checkpoint.every_steps=1"});
+  auto cfg = tiny_run_config(learning(o))->cfg;
+  run_dir d;
+  int64_t resumes = 0;
+  // Even steps: with require_batches = 2 the odd step and the next run in one go.
+  auto r = interrupted_run(cfg, d, {2, 4, 6}, &resumes);
+  ASSERT_TRUE(r.result.ok) << r.result.error;
+  EXPECT_EQ(r.result.steps, 8);
+  expect_nothing_lost(r.result);
+  expect_steps_once(r.metrics, 8);
+  auto l = read_ledger(d.dir.path().string());
+  expect_each_prompt_once(l);
+  EXPECT_EQ(static_cast<int64_t>(l.trained.size()), r.result.groups_trained);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, FullyAsyncResume,
+    ::testing::Values(std::vector<std::string>{"async_training.mode=fully_async",
+                                               "async_training.staleness_threshold=1",
+                                               "async_training.partial_rollout=true"},
+                      std::vector<std::string>{
+                          "async_training.mode=fully_async", "async_training.staleness_threshold=2",
+                          "async_training.max_staleness=1", "trainer.ppo_mini_batch_size=2"},
+                      std::vector<std::string>{
+                          "async_training.mode=fully_async", "async_training.staleness_threshold=2",
+                          "async_training.max_staleness=1",
+                          "async_training.stale_policy=regenerate", "trainer.ppo_mini_batch_size=2",
+                          "async_training.require_batches=2"}));
+
+TEST(Supervision, KilledRollouterIsRestartedAndThePeriodicRunIsUnchanged) {
+  // A rollouter dies after every step; its unfinished prompts are generated again with their
+  // group ids (the same random streams) under the same weights, so even the weights match.
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic"}))->cfg;
+  auto ref = run_coordinated(cfg);
+  auto faulted = cfg;
+  faulted.faults.kill_rollouter_every_steps = 1;
+  auto o = run_coordinated(faulted);
+  ASSERT_TRUE(o.finished);
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(o.result.rollouter_restarts, cfg.trainer.total_steps - 1);
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_nothing_lost(o.result);
+}
+
+TEST(Supervision, RollouterKillsInFullyAsyncLoseNothing) {
+  auto cfg =
+      tiny_run_config(
+          learning({"async_training.mode=fully_async", "async_training.staleness_threshold=1",
+                    "async_training.partial_rollout=true", "faults.kill_rollouter_every_steps=1"}))
+          ->cfg;
+  test::temp_dir dir("kills");
+  auto o = run_coordinated(cfg, run_files{dir.path().string(), "", 0, std::nullopt});
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(o.result.rollouter_restarts, 5);
+  expect_nothing_lost(o.result);
+  expect_each_prompt_once(read_ledger(dir.path().string()));
+}
+
+TEST(Supervision, TooManyRestartsFailTheRunNamingTheLimit) {
+  auto cfg = tiny_run_config(
+                 learning({"faults.kill_rollouter_every_steps=1", "supervision.max_restarts=2"}))
+                 ->cfg;
+  auto o = run_coordinated(cfg);
+  ASSERT_TRUE(o.finished);
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_EQ(o.result.status, run_status::failed);
+  EXPECT_NE(o.result.error.find("supervision.max_restarts 2"), std::string::npos) << o.result.error;
+}
+
+TEST(Supervision, LostAndDelayedLoadsAreRetriedWithinTheirDeadline) {
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic"}))->cfg;
+  auto ref = run_coordinated(cfg);
+  auto faulted = cfg;
+  faulted.faults.sync_drop_every = 2;   // v2 and v4: the first load to rollouter 0 is lost
+  faulted.faults.sync_delay_every = 3;  // v3: every load arrives 30 ms late
+  faulted.faults.sync_delay_ms = 30;
+  faulted.async_training.sync_timeout_ms = 100;
+  auto o = run_coordinated(faulted);
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(o.result.sync_retries, 2);  // one per lost load; the late ones made it in time
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_nothing_lost(o.result);
+}
+
+TEST(Supervision, ASyncPastItsDeadlineWithoutRetriesFailsTheRun) {
+  // v2's loads arrive after the deadline and no retry is allowed: the run fails, loudly.
+  auto cfg =
+      tiny_run_config(learning({"async_training.mode=periodic", "faults.sync_delay_every=2",
+                                "faults.sync_delay_ms=500", "async_training.sync_timeout_ms=100",
+                                "async_training.sync_retries=0"}))
+          ->cfg;
+  auto o = run_coordinated(cfg);
+  ASSERT_TRUE(o.finished);
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_NE(o.result.error.find("weight sync v2"), std::string::npos) << o.result.error;
+}
+
+TEST(Supervision, TrainerCrashFailsResumablyAndTheResumeIsExact) {
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic"}))->cfg;
+  auto ref = run_coordinated(cfg);
+  auto faulted = cfg;
+  faulted.faults.crash_trainer_at_step = 4;
+  faulted.checkpoint.every_steps = 3;
+  run_dir d;
+  auto crashed = run_coordinated(faulted, d.files());
+  ASSERT_TRUE(crashed.finished);
+  EXPECT_EQ(crashed.result.status, run_status::failed);
+  EXPECT_FALSE(crashed.result.restartable);  // supervision.trainer_failure=fail
+  EXPECT_NE(crashed.result.error.find("resumable from"), std::string::npos) << crashed.result.error;
+  EXPECT_EQ(crashed.result.checkpoint_step, 3);
+  auto o = run_coordinated(faulted, d.files(0, latest(d.ckpt(), nullptr)));
+  ASSERT_TRUE(o.result.ok) << o.result.error;  // the crash fires in a fresh run only
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_steps_once(o.metrics, cfg.trainer.total_steps);
+}
+
+TEST(Supervision, RestartModeMarksTheTrainerCrashRestartable) {
+  auto cfg = tiny_run_config(learning({"faults.crash_trainer_at_step=2",
+                                       "supervision.trainer_failure=restart"}))
+                 ->cfg;
+  auto o = run_coordinated(cfg);
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_TRUE(o.result.restartable);
+}
+
+TEST(Checkpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic", "checkpoint.every_steps=1",
+                                       "faults.corrupt_checkpoint_at_step=4"}))
+                 ->cfg;
+  auto ref = run_coordinated(cfg);
+  run_dir d;
+  auto stopped = run_coordinated(cfg, d.files(4));  // checkpoints 1..4; 4 is damaged
+  EXPECT_EQ(stopped.result.checkpoint_step, 4);
+  std::vector<std::string> skipped;
+  auto from = latest(d.ckpt(), &skipped);
+  ASSERT_TRUE(from.has_value());
+  EXPECT_EQ(from->step, 3);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("step-00000004.ckpt"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("checksum"), std::string::npos) << skipped[0];
+  auto o = run_coordinated(cfg, d.files(0, std::move(from)));
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(o.result.resumed_from_step, 3);
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_steps_once(o.metrics, cfg.trainer.total_steps);
+}
+
+TEST(Checkpoint, EveryStepsWaitsForTheNextSyncBoundary) {
+  auto cfg =
+      tiny_run_config(learning({"async_training.mode=periodic", "trainer.ppo_mini_batch_size=2",
+                                "checkpoint.every_steps=3", "checkpoint.keep=2"}))
+          ->cfg;
+  run_dir d;
+  auto o = run_coordinated(cfg, d.files());
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  // Due at 3 (taken at the window end, 4) and at 6 (the last step: the run is complete, no
+  // checkpoint is needed).
+  EXPECT_EQ(o.result.checkpoints, 1);
+  auto files = list_checkpoints(d.ckpt());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_NE(files[0].find("step-00000004"), std::string::npos);
+}
+
+TEST(ResumeConfig, OnlyHarmlessKeysMayChange) {
+  auto saved = tiny_run_config({});
+  auto same = tiny_run_config({"trainer.total_steps=50", "runtime.log_level=warn",
+                               "checkpoint.every_steps=5", "faults.kill_rollouter_every_steps=2"});
+  EXPECT_EQ(resume_conflict(*saved, *same), "");
+  auto clip = tiny_run_config({"algorithm.clip_eps_low=0.1"});
+  auto why = resume_conflict(*saved, *clip);
+  EXPECT_NE(why.find("'algorithm.clip_eps_low'"), std::string::npos) << why;
+  EXPECT_NE(why.find("0.2"), std::string::npos) << why;  // the checkpoint's value
+  auto data = tiny_run_config({"data.seed=7"});
+  EXPECT_NE(resume_conflict(*saved, *data).find("'data.seed'"), std::string::npos);
+  // total_steps changes the learning rate of every step under a schedule that depends on it.
+  auto cosine = tiny_run_config({"trainer.lr_schedule=cosine"});
+  auto longer = tiny_run_config({"trainer.lr_schedule=cosine", "trainer.total_steps=50"});
+  EXPECT_NE(resume_conflict(*cosine, *longer).find("trainer.total_steps"), std::string::npos);
+}
+
+}  // namespace
