@@ -55,7 +55,9 @@ weight_snapshot unpack_weights(const char* data, size_t size) {
         if (kv.val.via.bin.size % sizeof(float) != 0)
           throw std::runtime_error("weights: data size is not a multiple of 4");
         blob->data.resize(kv.val.via.bin.size / sizeof(float));
-        std::memcpy(blob->data.data(), kv.val.via.bin.ptr, kv.val.via.bin.size);
+        // An empty vector's data() may be null, and memcpy with null is UB even for 0 bytes.
+        if (kv.val.via.bin.size != 0)
+          std::memcpy(blob->data.data(), kv.val.via.bin.ptr, kv.val.via.bin.size);
         have_data = true;
       }
     }
