@@ -331,6 +331,8 @@ auto on_load(self_ptr self) {
       return st.dropped_loads.back();
     }
     if (every(f.sync_delay_every, w.version) && f.sync_delay_ms > 0 && !st.delayed_load) {
+      spdlog::warn("rollouter {}: injected fault: load of v{} delayed by {} ms", st.args.worker,
+                   w.version, f.sync_delay_ms);
       auto rp = self->make_response_promise<int64_t>();
       st.delayed_load.emplace(w, rp);
       self->delayed_send(self, std::chrono::milliseconds(f.sync_delay_ms), apply_atom::value);

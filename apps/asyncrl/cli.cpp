@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "apps/asyncrl/chaos_command.hpp"
 #include "apps/asyncrl/config_command.hpp"
 #include "apps/asyncrl/data_command.hpp"
 #include "apps/asyncrl/eval_command.hpp"
@@ -36,17 +37,19 @@ struct config_args {
 
 // Every subcommand's parsed arguments, and the subcommand objects to ask which one ran.
 struct cli_args {
-  config_args sft, train, simulate, data, config;
-  bool per_step = false;   // simulate --per-step
-  std::string data_out;    // data --out
-  std::string resume_dir;  // train --resume
-  config_query query;      // config --describe / --get
+  config_args sft, train, simulate, data, config, chaos;
+  int64_t chaos_rounds = 1;  // chaos --rounds
+  bool per_step = false;     // simulate --per-step
+  std::string data_out;      // data --out
+  std::string resume_dir;    // train --resume
+  config_query query;        // config --describe / --get
   eval_command eval;
   generate_command generate;
   score_command score;
   // The subcommands, to ask which one was parsed.
   CLI::App* sft_cmd = nullptr;
   CLI::App* train_cmd = nullptr;
+  CLI::App* chaos_cmd = nullptr;
   CLI::App* simulate_cmd = nullptr;
   CLI::App* eval_cmd = nullptr;
   CLI::App* generate_cmd = nullptr;
@@ -83,6 +86,15 @@ void add_run_commands(CLI::App& app, cli_args& a) {
   a.train_cmd->add_option("--resume", a.resume_dir,
                           "continue the run in this directory from its newest usable checkpoint "
                           "(its config.yaml, with any key=value overrides)");
+
+  a.chaos_cmd = app.add_subcommand(
+      "chaos", "fault-injection soak: short train runs, one fault kind each, invariants checked");
+  a.chaos.attach(a.chaos_cmd, true);
+  a.chaos_cmd
+      ->add_option("--rounds", a.chaos_rounds,
+                   "repeat the whole series this many times, runtime.seed + 0, 1, ...")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   a.simulate_cmd = app.add_subcommand(
       "simulate", "discrete-event model of a run: the same scheduling rules, modelled costs");
@@ -170,6 +182,8 @@ int dispatch(const cli_args& a) {
   if (a.sft_cmd->parsed()) return run_sft_command(*a.sft.load());
   if (a.simulate_cmd->parsed()) return run_simulate_command(*a.simulate.load(), a.per_step);
   if (a.train_cmd->parsed()) return run_train(a);
+  if (a.chaos_cmd->parsed())
+    return run_chaos_command({a.chaos.path, a.chaos.overrides, a.chaos_rounds});
   if (a.eval_cmd->parsed()) return quietly(run_eval_command, a.eval);
   if (a.generate_cmd->parsed()) return quietly(run_generate_command, a.generate);
   if (a.score_cmd->parsed()) return quietly(run_score_command, a.score);

@@ -66,7 +66,7 @@ double greedy_accuracy(const model_bundle& policy, const task_data& data, const 
 // actor has quit.
 run_result run_actors(const run_config& cfg, const model_bundle& policy, const task_data& data,
                       const train_paths& paths, const std::string& config_yaml,
-                      std::optional<resume_point> from) {
+                      std::optional<resume_point> from, bool show_progress) {
   const auto& tok = *policy.tokenizer;
   controller_args ca;
   ca.env = make_env(cfg, policy.config, tok, /*detached=*/true);
@@ -76,6 +76,7 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
   ca.run_dir = paths.run_dir;
   ca.checkpoint_dir = paths.checkpoint_dir;
   ca.config_yaml = config_yaml;
+  ca.show_progress = show_progress;
   if (from) ca.resume = std::move(from->run);
   run_result result;
   {
@@ -174,7 +175,7 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
 
 }  // namespace
 
-int run_train_command(const loaded_config& lc, const std::string& resume_dir) {
+train_report run_training(const loaded_config& lc, const train_options& opt) {
   const auto& cfg = lc.cfg;
   auto run = start_run(lc);
   auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
@@ -184,16 +185,20 @@ int run_train_command(const loaded_config& lc, const std::string& resume_dir) {
                                  : cfg.checkpoint.dir};
   check_free_space(run.dir, disk_needed(cfg, policy.config.num_parameters()));
   std::optional<resume_point> from;
-  if (!resume_dir.empty()) from = resume_point_for(lc, paths.checkpoint_dir);
+  if (!opt.resume_dir.empty()) from = resume_point_for(lc, paths.checkpoint_dir);
   spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
                to_string(cfg.async_training.mode), cfg.data.train_batch_size, cfg.rollout.n,
                cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());
 
-  train_outcome out;
+  train_report rep;
+  rep.run_dir = run.dir;
+  rep.checkpoint_dir = paths.checkpoint_dir;
+  auto& out = rep.outcome;
   if (cfg.runtime.eval_before && !from)
     out.initial_eval_accuracy = greedy_accuracy(policy, run.data, cfg, "initial");
   const auto config_yaml = lc.schema.dump_yaml();
-  auto result = run_actors(cfg, policy, run.data, paths, config_yaml, std::move(from));
+  auto result =
+      run_actors(cfg, policy, run.data, paths, config_yaml, std::move(from), opt.show_progress);
   // supervision.trainer_failure=restart: a crashed trainer restarts the run in-process from its
   // last checkpoint, at most supervision.max_restarts times.
   while (!result.ok && result.restartable && out.trainer_restarts < cfg.supervision.max_restarts) {
@@ -205,20 +210,30 @@ int run_train_command(const loaded_config& lc, const std::string& resume_dir) {
     ++out.trainer_restarts;
     spdlog::warn("supervision: {}; restarting from {} ({} of {})", result.error, again->path,
                  out.trainer_restarts, cfg.supervision.max_restarts);
-    result = run_actors(cfg, policy, run.data, paths, config_yaml, std::move(again));
+    result =
+        run_actors(cfg, policy, run.data, paths, config_yaml, std::move(again), opt.show_progress);
   }
   out.tpspd = tokens_per_s_per_device(result, cfg.rollout.num_workers);
   if (result.ok && result.final_weights.blob)
     save_final_model(policy, result, run.data, cfg, run.dir, out);
 
-  auto summary = train_summary(result, out);
-  write_summary((fs::path(run.dir) / "summary.json").string(), summary);
-  print_line(summary);
+  rep.summary = train_summary(result, out);
+  write_summary((fs::path(run.dir) / "summary.json").string(), rep.summary);
+  rep.result = std::move(result);
+  return rep;
+}
+
+int run_train_command(const loaded_config& lc, const std::string& resume_dir) {
+  train_options opt;
+  opt.resume_dir = resume_dir;
+  auto rep = run_training(lc, opt);
+  print_line(rep.summary);
+  const auto& result = rep.result;
   if (result.ok) return 0;
   std::cerr << (result.status == run_status::interrupted ? "interrupted: " : "error: ")
             << result.error << std::endl;
-  if (!list_checkpoints(paths.checkpoint_dir).empty())
-    std::cerr << "resume with: asyncrl train --resume " << run.dir << std::endl;
+  if (!list_checkpoints(rep.checkpoint_dir).empty())
+    std::cerr << "resume with: asyncrl train --resume " << rep.run_dir << std::endl;
   return result.status == run_status::interrupted ? 130 : 1;
 }
 

@@ -1,0 +1,577 @@
+#include "apps/asyncrl/chaos_command.hpp"
+
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "apps/asyncrl/reports.hpp"
+#include "apps/asyncrl/train_command.hpp"
+#include "runtime/common/progress.hpp"
+#include "runtime/config/run_config.hpp"
+
+namespace asyncrl {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// The kinds of fault, one per round; their log evidence and summary counters below.
+enum class fault {
+  rollouter_kill,
+  reward_worker_kill,
+  reward_throw,
+  reward_hang,
+  sync_drop,
+  sync_delay,
+  slow_rollouter,
+  trainer_crash,
+  corrupt_checkpoint
+};
+constexpr fault all_faults[] = {
+    fault::rollouter_kill, fault::reward_worker_kill, fault::reward_throw,
+    fault::reward_hang,    fault::sync_drop,          fault::sync_delay,
+    fault::slow_rollouter, fault::trainer_crash,      fault::corrupt_checkpoint};
+
+const char* name_of(fault f) {
+  switch (f) {
+    case fault::rollouter_kill:
+      return "rollouter_kill";
+    case fault::reward_worker_kill:
+      return "reward_worker_kill";
+    case fault::reward_throw:
+      return "reward_throw";
+    case fault::reward_hang:
+      return "reward_hang";
+    case fault::sync_drop:
+      return "sync_drop";
+    case fault::sync_delay:
+      return "sync_delay";
+    case fault::slow_rollouter:
+      return "slow_rollouter";
+    case fault::trainer_crash:
+      return "trainer_crash";
+    case fault::corrupt_checkpoint:
+      return "corrupt_checkpoint";
+  }
+  return "?";
+}
+
+// The log lines that show a fault: injected (at the injection site, or where the runtime first
+// sees it), and for a damaged checkpoint also the fallback that skipped it. Every substring of
+// a pattern must occur.
+struct log_pattern {
+  std::string key;
+  std::vector<std::string> parts;
+};
+const std::vector<log_pattern>& log_patterns() {
+  static const std::vector<log_pattern> p{
+      {"rollouter_kill", {"injected fault: killing rollouter"}},
+      {"reward_worker_kill", {"reward: worker", "injected reward worker crash"}},
+      {"reward_throw", {"scored 0", "injected reward fault"}},
+      {"reward_hang", {"scored 0", "request_timeout"}},
+      {"sync_drop", {"injected fault: load of", "dropped"}},
+      {"sync_delay", {"injected fault: load of", "delayed by"}},
+      {"trainer_crash", {"supervision: ", "injected fault: trainer crash"}},
+      {"corrupt_checkpoint", {"injected fault: damaging checkpoint"}},
+      {"checkpoint_skipped", {"checkpoint unusable, skipped"}},
+  };
+  return p;
+}
+
+// Counts the fault lines of the round being run and keeps every line in the round's chaos.log.
+// Added to the "asyncrl" logger next to its stderr sink, which is silenced during the rounds.
+class fault_log_sink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  void start(const std::string& log_path) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counts_.clear();
+    file_.open(log_path, std::ios::trunc);
+  }
+  std::map<std::string, int64_t> stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    file_.close();
+    return std::move(counts_);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    const std::string text(msg.payload.data(), msg.payload.size());
+    for (auto& p : log_patterns())
+      if (std::all_of(p.parts.begin(), p.parts.end(),
+                      [&](const std::string& s) { return text.find(s) != std::string::npos; }))
+        ++counts_[p.key];
+    if (file_.is_open()) {
+      spdlog::memory_buf_t buf;
+      formatter_->format(msg, buf);
+      file_.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    }
+  }
+  void flush_() override {
+    if (file_.is_open()) file_.flush();
+  }
+
+ private:
+  std::ofstream file_;
+  std::map<std::string, int64_t> counts_;
+};
+
+// Installs the counting sink and silences stderr for the rounds; undoes both on exit.
+class quiet_logging {
+ public:
+  quiet_logging() : sink_(std::make_shared<fault_log_sink>()) {
+    init_logging("warn");
+    logger_ = spdlog::get("asyncrl");
+    for (auto& s : logger_->sinks()) {
+      levels_.push_back(s->level());
+      s->set_level(spdlog::level::off);
+    }
+    logger_->sinks().push_back(sink_);
+  }
+  ~quiet_logging() {
+    logger_->sinks().pop_back();
+    for (size_t i = 0; i < levels_.size(); ++i)
+      logger_->sinks()[i]->set_level(levels_[i]);
+  }
+  quiet_logging(const quiet_logging&) = delete;
+  quiet_logging& operator=(const quiet_logging&) = delete;
+  fault_log_sink& sink() { return *sink_; }
+
+ private:
+  std::shared_ptr<fault_log_sink> sink_;
+  std::shared_ptr<spdlog::logger> logger_;
+  std::vector<spdlog::level::level_enum> levels_;
+};
+
+struct round_spec {
+  std::string name;
+  std::vector<fault> faults;
+  std::vector<std::string> overrides;
+};
+
+std::string kv(const std::string& key, int64_t v) {
+  return key + "=" + std::to_string(v);
+}
+
+// The overrides that inject `f` repeatedly, scaled to the run: T steps, a checkpoint every E.
+// The checkpoint faults need two checkpoints before the crash: c = the checkpoint at about T/2.
+std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, bool all) {
+  const int64_t c = std::max<int64_t>(2 * E, (T / 2 / E) * E);
+  switch (f) {
+    case fault::rollouter_kill:
+      return {kv("faults.kill_rollouter_every_steps", all ? 3 : 1)};
+    case fault::reward_worker_kill:
+      return {kv("faults.kill_reward_worker_every", all ? 41 : 23)};
+    case fault::reward_throw:
+      return {kv("faults.reward_throw_every", all ? 37 : 19)};
+    case fault::reward_hang:
+      return {kv("faults.reward_hang_every", all ? 53 : 29), "reward.timeout_ms=50"};
+    case fault::sync_drop:
+      // A lost load waits for the sync's deadline; keep it short so the round stays short.
+      return {kv("faults.sync_drop_every", 2), "async_training.sync_timeout_ms=400"};
+    case fault::sync_delay:
+      return {"faults.sync_delay_every=1", "faults.sync_delay_ms=30"};
+    case fault::slow_rollouter:
+      return {"faults.slow_rollouter_ms=5"};
+    case fault::trainer_crash:
+      // In the round of all faults the corrupt checkpoint's crash is the one.
+      if (all) return {};
+      return {"supervision.trainer_failure=restart", kv("faults.crash_trainer_at_step", c - E / 2)};
+    case fault::corrupt_checkpoint:
+      // The crash after the damaged checkpoint makes the restart fall back to the one before.
+      return {"supervision.trainer_failure=restart", kv("faults.corrupt_checkpoint_at_step", c),
+              kv("faults.crash_trainer_at_step", c + std::max<int64_t>(1, E / 2))};
+  }
+  return {};
+}
+
+std::vector<round_spec> series(const run_config& cfg) {
+  const int64_t T = cfg.trainer.total_steps, E = cfg.checkpoint.every_steps;
+  if (E < 2 || T < 3 * E + 2)
+    throw config_error(
+        "chaos: the checkpoint rounds need checkpoint.every_steps >= 2 and trainer.total_steps >= "
+        "3 * every_steps + 2 (have " +
+        std::to_string(E) + " and " + std::to_string(T) + ")");
+  std::vector<round_spec> out;
+  for (auto f : all_faults)
+    out.push_back({name_of(f), {f}, overrides_for(f, T, E, false)});
+  round_spec all{"all", {}, {}};
+  for (auto f : all_faults) {
+    all.faults.push_back(f);
+    for (auto& o : overrides_for(f, T, E, true))
+      all.overrides.push_back(o);
+  }
+  out.push_back(std::move(all));
+  return out;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": missing");
+  return json::parse(in);
+}
+
+int64_t num(const json& j, const char* a, const char* b = nullptr) {
+  const json& v = b ? j.at(a).at(b) : j.at(a);
+  return v.get<int64_t>();
+}
+
+// One fault kind's counts in a round. Unit "faults" counts discrete events; "steps" (slow
+// rollouter) counts the steps run under a continuous slowdown and is not added to the totals.
+struct fault_count {
+  fault kind;
+  int64_t injected = 0;
+  int64_t recovered = 0;
+  const char* unit = "faults";
+};
+
+fault_count count_fault(fault f, const std::map<std::string, int64_t>& logs, const json& s,
+                        bool completed) {
+  auto log = [&](const char* k) {
+    auto it = logs.find(k);
+    return it == logs.end() ? int64_t{0} : it->second;
+  };
+  fault_count c{f};
+  c.injected = log(name_of(f));
+  switch (f) {
+    case fault::rollouter_kill:
+      c.recovered = num(s, "rollouter_restarts");
+      break;
+    case fault::reward_worker_kill:
+      c.recovered = num(s, "reward", "worker_restarts");
+      break;
+    case fault::reward_throw:
+      c.recovered = num(s, "reward", "failures");
+      break;
+    case fault::reward_hang:
+      c.recovered = num(s, "reward", "timeouts");
+      break;
+    case fault::sync_drop:
+      c.recovered = num(s, "sync_retries");
+      break;
+    // A delayed load is recovered when its sync completed; every sync did if the run did.
+    case fault::sync_delay:
+      c.recovered = completed ? c.injected : 0;
+      break;
+    case fault::slow_rollouter:
+      c.injected = num(s, "steps");
+      c.recovered = completed ? c.injected : 0;
+      c.unit = "steps";
+      break;
+    case fault::trainer_crash:
+      c.recovered = num(s, "trainer_restarts");
+      break;
+    case fault::corrupt_checkpoint:
+      c.recovered = log("checkpoint_skipped");
+      break;
+  }
+  return c;
+}
+
+// The invariants of a finished round; each failure is a sentence for the report.
+struct round_check {
+  std::vector<std::string> failures;
+  int64_t lost = 0, duplicated = 0;
+  void expect(bool ok, const std::string& what) {
+    if (!ok) failures.push_back(what);
+  }
+};
+
+void check_accounting(const json& s, round_check& rc) {
+  const auto gen = num(s, "groups_generated");
+  const auto sum = num(s, "groups_trained") + num(s, "groups_dropped") + num(s, "groups_in_flight");
+  rc.expect(gen == sum, "groups_generated " + std::to_string(gen) +
+                            " != trained+dropped+in_flight " + std::to_string(sum));
+  rc.expect(num(s, "reward", "received") == gen, "reward.received != groups_generated");
+  rc.expect(num(s, "reward", "forwarded") == num(s, "queue", "received"),
+            "reward.forwarded != queue.received");
+  rc.expect(num(s, "queue", "delivered") == num(s, "trainer", "received"),
+            "queue.delivered != trainer.received");
+}
+
+// Every schedule position below next_seq is trained, dropped or in flight, exactly once.
+void check_ledger(const std::string& path, round_check& rc) {
+  auto l = read_json(path);
+  const auto next = l.at("next_seq").get<int64_t>();
+  std::map<int64_t, int64_t> seen;
+  for (const char* list : {"trained", "dropped", "in_flight"})
+    for (auto& v : l.at(list))
+      ++seen[v.get<int64_t>()];
+  for (int64_t q = 0; q < next; ++q)
+    if (seen.find(q) == seen.end()) ++rc.lost;
+  for (auto& [q, n] : seen) {
+    if (n > 1) rc.duplicated += n - 1;
+    rc.expect(q >= 0 && q < next,
+              "ledger position " + std::to_string(q) + " outside [0, next_seq)");
+  }
+  rc.expect(rc.lost == 0, std::to_string(rc.lost) + " ledger positions lost");
+  rc.expect(rc.duplicated == 0, std::to_string(rc.duplicated) + " ledger positions duplicated");
+}
+
+// metrics.jsonl: steps 1..T once each, in order; policy_version never decreases and ends at the
+// trainer's version; in sync/periodic no stale sample.
+void check_metrics(const std::string& path, const run_config& cfg, const json& s, round_check& rc) {
+  std::ifstream in(path);
+  if (!in) {
+    rc.expect(false, path + ": missing");
+    return;
+  }
+  const bool on_policy = cfg.async_training.mode != async_mode::fully_async;
+  std::string line;
+  int64_t expect_step = 1, last_version = -1, stale_lines = 0;
+  bool steps_ok = true, versions_ok = true;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = json::parse(line);
+    if (j.at("step").get<int64_t>() != expect_step) steps_ok = false;
+    ++expect_step;
+    const auto v = j.at("policy_version").get<int64_t>();
+    if (v < last_version) versions_ok = false;
+    last_version = v;
+    if (on_policy && j.at("stale_samples").get<int64_t>() != 0) ++stale_lines;
+  }
+  const auto T = cfg.trainer.total_steps;
+  rc.expect(steps_ok && expect_step - 1 == T,
+            "metrics.jsonl steps are not exactly 1.." + std::to_string(T) + " once each");
+  rc.expect(versions_ok, "metrics.jsonl policy_version decreases");
+  rc.expect(last_version == num(s, "trainer", "version"),
+            "last policy_version " + std::to_string(last_version) + " != trainer.version " +
+                std::to_string(num(s, "trainer", "version")));
+  rc.expect(stale_lines == 0,
+            std::to_string(stale_lines) + " steps with stale samples (on-policy)");
+  const auto eta = cfg.async_training.max_staleness;
+  if (!on_policy && eta >= 0)
+    rc.expect(num(s, "queue", "max_delivered_staleness") <= eta,
+              "queue.max_delivered_staleness over async_training.max_staleness");
+}
+
+struct round_result {
+  std::string name, dir, status, error;
+  uint64_t seed = 0;
+  double wall_s = 0;
+  std::vector<std::string> overrides;
+  std::vector<fault_count> counts;
+  round_check check;
+  bool interrupted = false;
+  bool ok() const { return status == "completed" && check.failures.empty(); }
+  int64_t injected() const {
+    int64_t n = 0;
+    for (auto& c : counts)
+      if (std::string(c.unit) == "faults") n += c.injected;
+    return n;
+  }
+  int64_t recovered() const {
+    int64_t n = 0;
+    for (auto& c : counts)
+      if (std::string(c.unit) == "faults") n += c.recovered;
+    return n;
+  }
+};
+
+round_result run_round(const chaos_args& a, const round_spec& spec, const std::string& dir,
+                       uint64_t seed, fault_log_sink& sink) {
+  round_result r;
+  r.name = spec.name;
+  r.dir = dir;
+  r.seed = seed;
+  r.overrides = a.overrides;
+  r.overrides.insert(r.overrides.end(), spec.overrides.begin(), spec.overrides.end());
+  r.overrides.push_back("runtime.seed=" + std::to_string(seed));
+  r.overrides.push_back("runtime.run_dir=" + dir);
+  r.overrides.push_back("checkpoint.dir=");
+  fs::remove_all(dir);  // a checkpoint left by an earlier soak would be resumed from
+  fs::create_directories(dir);
+  auto lc = load_config(a.config_path, r.overrides);
+  const auto level = lc->cfg.runtime.log_level;
+  if (level != "trace" && level != "debug" && level != "info") {  // the counts need warnings
+    r.overrides.push_back("runtime.log_level=warn");
+    lc = load_config(a.config_path, r.overrides);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  sink.start((fs::path(dir) / "chaos.log").string());
+  train_report rep;
+  try {
+    train_options opt;
+    opt.show_progress = false;
+    rep = run_training(*lc, opt);
+  } catch (const std::exception& e) {
+    sink.stop();
+    r.status = "failed";
+    r.error = e.what();
+    r.check.expect(false, std::string("run threw: ") + e.what());
+    return r;
+  }
+  auto logs = sink.stop();
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& s = rep.summary;
+  r.status = s.at("status").get<std::string>();
+  r.error = s.at("error").get<std::string>();
+  r.interrupted = r.status == "interrupted";
+  const bool completed = r.status == "completed";
+  r.check.expect(completed, "status " + r.status + (r.error.empty() ? "" : ": " + r.error));
+  for (auto f : spec.faults) {
+    r.counts.push_back(count_fault(f, logs, s, completed));
+    r.check.expect(r.counts.back().injected > 0,
+                   std::string(name_of(f)) + ": no fault was injected (the round tested nothing)");
+  }
+  try {
+    // A failed run stopped mid-way: its totals and metrics are partial; its ledger is not.
+    if (completed) {
+      check_accounting(s, r.check);
+      check_metrics((fs::path(dir) / "metrics.jsonl").string(), lc->cfg, s, r.check);
+    }
+    check_ledger((fs::path(dir) / "ledger.json").string(), r.check);
+  } catch (const std::exception& e) {
+    r.check.expect(false, std::string("cannot check: ") + e.what());
+  }
+  return r;
+}
+
+std::string fault_label(const round_result& r) {
+  if (r.counts.size() == 1 && std::string(r.counts[0].unit) != "faults")
+    return r.name + " (" + r.counts[0].unit + ")";
+  return r.name;
+}
+
+// For the round of all faults: injected/recovered per kind.
+std::string breakdown(const round_result& r) {
+  if (r.counts.size() < 2) return "";
+  std::string out;
+  for (auto& c : r.counts) {
+    if (!out.empty()) out += " ";
+    out += std::string(name_of(c.kind)) + "=" + std::to_string(c.injected) + "/" +
+           std::to_string(c.recovered);
+  }
+  return out;
+}
+
+json to_json(const round_result& r) {
+  json counts = json::array();
+  for (auto& c : r.counts)
+    counts.push_back({{"fault", name_of(c.kind)},
+                      {"unit", c.unit},
+                      {"injected", c.injected},
+                      {"recovered", c.recovered}});
+  return {{"round", r.name},
+          {"run_dir", r.dir},
+          {"seed", r.seed},
+          {"overrides", r.overrides},
+          {"status", r.status},
+          {"error", r.error},
+          {"wall_time_s", r.wall_s},
+          {"faults", counts},
+          {"injected", r.injected()},
+          {"recovered", r.recovered()},
+          {"groups_lost", r.check.lost},
+          {"groups_duplicated", r.check.duplicated},
+          {"invariants_ok", r.ok()},
+          {"failures", r.check.failures}};
+}
+
+void print_table(const std::vector<round_result>& rounds, const json& total) {
+  std::printf("%-26s %9s %10s %12s %18s %15s\n", "fault", "injected", "recovered", "groups lost",
+              "groups duplicated", "invariants ok");
+  for (auto& r : rounds) {
+    const bool steps = r.counts.size() == 1 && std::string(r.counts[0].unit) != "faults";
+    const auto inj = steps ? r.counts[0].injected : r.injected();
+    const auto rec = steps ? r.counts[0].recovered : r.recovered();
+    std::printf("%-26s %9lld %10lld %12lld %18lld %15s\n", fault_label(r).c_str(),
+                static_cast<long long>(inj), static_cast<long long>(rec),
+                static_cast<long long>(r.check.lost), static_cast<long long>(r.check.duplicated),
+                r.ok() ? "yes" : "NO");
+    if (auto b = breakdown(r); !b.empty()) std::printf("    %s\n", b.c_str());
+    for (auto& f : r.check.failures)
+      std::printf("    FAILED: %s (log: %s/chaos.log)\n", f.c_str(), r.dir.c_str());
+  }
+  std::printf("%-26s %9lld %10lld %12lld %18lld %15s\n", "total (faults)",
+              static_cast<long long>(total.at("injected").get<int64_t>()),
+              static_cast<long long>(total.at("recovered").get<int64_t>()),
+              static_cast<long long>(total.at("groups_lost").get<int64_t>()),
+              static_cast<long long>(total.at("groups_duplicated").get<int64_t>()),
+              total.at("ok").get<bool>() ? "yes" : "NO");
+  std::printf("(%lld rounds in %.1f s; slow-rollouter steps are not counted as faults)\n",
+              static_cast<long long>(total.at("rounds").get<int64_t>()),
+              total.at("wall_time_s").get<double>());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_chaos_command(const chaos_args& a) {
+  if (a.rounds < 1) throw config_error("chaos: --rounds must be >= 1");
+  const auto base = load_config(a.config_path, a.overrides);
+  const auto specs = series(base->cfg);
+  const auto root = base->cfg.runtime.run_dir;
+  const std::string mode = to_string(base->cfg.async_training.mode);
+  std::vector<round_result> rounds;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool interrupted = false;
+  {
+    quiet_logging quiet;
+    const auto n = static_cast<int64_t>(specs.size()) * a.rounds;
+    int64_t i = 0;
+    for (int64_t rep = 0; rep < a.rounds && !interrupted; ++rep) {
+      for (auto& spec : specs) {
+        const auto name = a.rounds > 1 ? spec.name + "-r" + std::to_string(rep) : spec.name;
+        const auto dir = (fs::path(root) / "chaos" / name).string();
+        auto r = run_round(a, spec, dir, base->cfg.runtime.seed + static_cast<uint64_t>(rep),
+                           quiet.sink());
+        r.name = name;
+        std::fprintf(stderr, "chaos [%s] %lld/%lld %-22s %s %5.1f s, %lld faults injected\n",
+                     mode.c_str(), static_cast<long long>(++i), static_cast<long long>(n),
+                     name.c_str(), r.ok() ? "ok    " : "FAILED", r.wall_s,
+                     static_cast<long long>(r.injected()));
+        interrupted = r.interrupted;
+        rounds.push_back(std::move(r));
+        if (interrupted) break;
+      }
+    }
+  }
+  json total{{"rounds", rounds.size()},
+             {"injected", 0},
+             {"recovered", 0},
+             {"groups_lost", 0},
+             {"groups_duplicated", 0}};
+  int64_t injected = 0, recovered = 0, lost = 0, duplicated = 0, slow_steps = 0;
+  bool ok = !interrupted;
+  json per_round = json::array();
+  for (auto& r : rounds) {
+    injected += r.injected();
+    recovered += r.recovered();
+    lost += r.check.lost;
+    duplicated += r.check.duplicated;
+    for (auto& c : r.counts)
+      if (std::string(c.unit) == "steps") slow_steps += c.injected;
+    ok = ok && r.ok();
+    per_round.push_back(to_json(r));
+  }
+  ok = ok && lost == 0 && duplicated == 0;
+  total["injected"] = injected;
+  total["recovered"] = recovered;
+  total["groups_lost"] = lost;
+  total["groups_duplicated"] = duplicated;
+  total["slow_rollouter_steps"] = slow_steps;
+  total["wall_time_s"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  total["ok"] = ok;
+  json out{{"config", a.config_path}, {"overrides", a.overrides}, {"mode", mode},
+           {"repeats", a.rounds},     {"rounds", per_round},      {"total", total}};
+  fs::create_directories(root);
+  write_summary((fs::path(root) / "chaos.json").string(), out);
+  print_table(rounds, total);
+  if (interrupted) return 130;
+  return ok ? 0 : 1;
+}
+
+}  // namespace asyncrl
