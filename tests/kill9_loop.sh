@@ -13,7 +13,7 @@ CFG=${2:?config}
 WORK=${3:?work dir}
 SEED=${4:-20240611}
 KILLS=${5:-10}
-STEPS=${6:-60}
+STEPS=${6:-120}
 RANDOM=$SEED
 
 ARGS=(trainer.total_steps="$STEPS" checkpoint.every_steps=2 checkpoint.keep=3
