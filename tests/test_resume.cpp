@@ -15,9 +15,11 @@
 #include "runtime/checkpoint/checkpoint_file.hpp"
 #include "runtime/config/resume_compat.hpp"
 #include "tests/actor_harness.hpp"
+#include "tests/run_checks.hpp"
 #include "tests/test_util.hpp"
 
 using namespace asyncrl;
+using test::expect_nothing_lost;
 using test::run_coordinated;
 using test::run_files;
 using test::tiny_run_config;
@@ -60,15 +62,6 @@ void expect_each_prompt_once(const ledger& l) {
     lost += seen.count(s) ? 0 : 1;
   EXPECT_EQ(duplicated, 0) << "schedule positions trained or dropped twice";
   EXPECT_EQ(lost, 0) << "schedule positions neither trained, dropped nor in flight";
-}
-
-void expect_nothing_lost(const run_result& r) {
-  EXPECT_EQ(r.groups_generated, r.groups_trained + r.groups_dropped + r.groups_in_flight)
-      << "generated " << r.groups_generated << " trained " << r.groups_trained << " dropped "
-      << r.groups_dropped << " in flight " << r.groups_in_flight;
-  EXPECT_EQ(r.reward.received, r.groups_generated);
-  EXPECT_EQ(r.reward.forwarded, r.queue.received);
-  EXPECT_EQ(r.queue.delivered, r.trainer.received);
 }
 
 // metrics.jsonl holds steps 1..n, each once, in order.

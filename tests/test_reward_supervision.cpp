@@ -16,8 +16,10 @@
 
 #include "actors/reward.hpp"
 #include "tests/actor_harness.hpp"
+#include "tests/run_checks.hpp"
 
 using namespace asyncrl;
+using test::expect_nothing_lost;
 
 namespace {
 
@@ -247,18 +249,6 @@ TEST(RewardSupervision, NoRestartBudgetFailsOnTheFirstCrash) {
 }
 
 // --- whole runs ---------------------------------------------------------------------------
-
-// Every generated group is trained, dropped or still in flight, and every hop agrees (as in
-// test_runtime_modes.cpp).
-void expect_nothing_lost(const run_result& r) {
-  EXPECT_EQ(r.groups_generated, r.groups_trained + r.groups_dropped + r.groups_in_flight)
-      << "generated " << r.groups_generated << " trained " << r.groups_trained << " dropped "
-      << r.groups_dropped << " in flight " << r.groups_in_flight;
-  EXPECT_EQ(r.reward.received, r.groups_generated);  // rollouters -> reward
-  EXPECT_EQ(r.reward.forwarded, r.queue.received);   // reward -> queue
-  EXPECT_EQ(r.queue.delivered, r.trainer.received);  // queue -> trainer
-  EXPECT_GT(r.groups_trained + r.groups_filtered, 0);
-}
 
 TEST(RewardSupervision, AWholeRunRestartsEveryKilledWorkerAndLosesNothing) {
   // Sync mode, 3 steps of 4 groups of 4: the controller numbers groups 0..11, so the responses

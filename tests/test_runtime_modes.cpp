@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/actor_harness.hpp"
+#include "tests/run_checks.hpp"
 
 using namespace asyncrl;
+using test::expect_nothing_lost;
 using test::run_coordinated;
 using test::tiny_run_config;
 
@@ -19,17 +21,6 @@ std::vector<nlohmann::json> parse(const std::vector<std::string>& lines) {
   for (auto& l : lines)
     out.push_back(nlohmann::json::parse(l));
   return out;
-}
-
-// Every generated group is trained, dropped or still in flight, and every hop agrees.
-void expect_nothing_lost(const run_result& r) {
-  EXPECT_EQ(r.groups_generated, r.groups_trained + r.groups_dropped + r.groups_in_flight)
-      << "generated " << r.groups_generated << " trained " << r.groups_trained << " dropped "
-      << r.groups_dropped << " in flight " << r.groups_in_flight;
-  EXPECT_EQ(r.reward.received, r.groups_generated);  // rollouters -> reward
-  EXPECT_EQ(r.reward.forwarded, r.queue.received);   // reward -> queue
-  EXPECT_EQ(r.queue.delivered, r.trainer.received);  // queue -> trainer
-  EXPECT_GT(r.groups_trained + r.groups_filtered, 0);
 }
 
 TEST(RuntimeModes, PeriodicEqualsSyncAfterThreeSteps) {
