@@ -185,6 +185,7 @@ void finish_run(ctrl_ptr self) {
   r.wall_time_s = st.wall_s();
   if (st.bar) st.bar->finish();
   if (!st.args.run_dir.empty()) write_ledger(self);
+  release_nodes(self);
   if (r.ok)
     spdlog::info("run: {} steps, {} groups generated, {} trained, {} dropped, {} in flight",
                  r.steps, r.groups_generated, r.groups_trained, r.groups_dropped,
@@ -253,16 +254,23 @@ void shutdown(ctrl_ptr self, std::string failure, run_status status) {
         forwarded);
   };
   auto step2 = [self, step3] {
-    int64_t sent = 0;
-    for (auto& c : self->state.result.rollouters)
-      sent += c.groups_completed;
-    stop_role<normal>(
-        self, self->state.reward, reward_counts{},
-        [self, step3](reward_counts* c) {
-          if (c) self->state.result.reward = *c;
-          step3(c ? c->forwarded : 0);
-        },
-        sent);
+    auto stop_reward = [self, step3] {
+      int64_t sent = 0;
+      for (auto& c : self->state.result.rollouters)
+        sent += c.groups_completed;
+      stop_role<normal>(
+          self, self->state.reward, reward_counts{},
+          [self, step3](reward_counts* c) {
+            if (c) self->state.result.reward = *c;
+            step3(c ? c->forwarded : 0);
+          },
+          sent);
+    };
+    // A dead rollouter's settle still on its way must be answered first (requeue_and_respawn).
+    if (self->state.settles_pending > 0)
+      self->state.after_settles = stop_reward;
+    else
+      stop_reward();
   };
   auto step1 = [self, step2] {
     auto& st = self->state;
@@ -271,7 +279,7 @@ void shutdown(ctrl_ptr self, std::string failure, run_status status) {
       step2();
       return;
     }
-    for (auto& r : st.rollouters)
+    for (auto& [w, r] : st.rollouters)
       stop_role<high>(self, r, rollout_counts{}, [self, remaining, step2](rollout_counts* c) {
         if (c) self->state.result.rollouters.push_back(*c);
         if (--*remaining == 0) step2();
@@ -365,10 +373,13 @@ void spawn_roles(ctrl_ptr self) {
   st.queue = spawn_message_queue(sys, std::move(qa));
   st.reward = spawn_reward(sys, reward_args{env, st.queue});
   const auto weights = restore ? restore->trainer.rollout_weights : st.args.initial;
-  for (int32_t w = 0; w < static_cast<int32_t>(env->cfg.rollout.num_workers); ++w)
-    st.rollouters.push_back(
-        spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));
-  synchronizer_args sa{env, weights, {}, st.rollouters, st.queue, me};
+  std::vector<rollouter_actor> local;
+  for (int32_t w = 0; w < static_cast<int32_t>(env->cfg.rollout.num_workers); ++w) {
+    local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));
+    st.rollouters[w] = local.back();
+  }
+  st.next_worker = static_cast<int32_t>(local.size());  // remote ones join after these
+  synchronizer_args sa{env, weights, {}, local, st.queue, me};
   sa.respawn = [&sys, env, queue = st.queue, reward = st.reward, me](int32_t w,
                                                                      const weight_snapshot& v) {
     return spawn_rollouter(sys, rollouter_args{w, env, v, queue, reward, me});
@@ -386,8 +397,8 @@ void spawn_roles(ctrl_ptr self) {
   };
   watch(st.queue, "message_queue");
   watch(st.reward, "reward");
-  for (size_t i = 0; i < st.rollouters.size(); ++i)
-    watch_rollouter(self, static_cast<int32_t>(i), st.rollouters[i]);
+  for (auto& [w, r] : st.rollouters)
+    watch_rollouter(self, w, r);
   watch(st.sync, "synchronizer");
   watch(st.trainer, "trainer");
 }
@@ -408,7 +419,7 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
     const auto worker = w->second;
     st.worker_of.erase(w);
     st.roles.erase(it);
-    on_rollouter_crash(self, worker, why);
+    on_rollouter_crash(self, worker, em.source, why);
     return;
   }
   std::string msg = it->second + " terminated: " + why;
@@ -431,6 +442,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
   st.reshuffle();
   if (st.args.resume) restore_from_checkpoint(self);
   self->set_exit_handler([self](caf::exit_msg& em) { on_child_exit(self, em); });
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   return {
       [self](run_atom) -> caf::result<run_result> {
         auto& st = self->state;
@@ -442,7 +454,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
           st.bar = std::make_unique<progress_line>("train", st.args.env->plan.total_steps, 1);
         st.done = self->make_response_promise<run_result>();
         spawn_roles(self);
-        for (auto& r : st.rollouters)
+        for (auto& [w, r] : st.rollouters)
           self->send(r, start_atom::value);
         self->send(st.trainer, start_atom::value);
         arm_watchdog(self);
@@ -451,9 +463,10 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
       [self](prompts_atom, int64_t n) -> std::vector<prompt_task> {
         auto& st = self->state;
         std::vector<prompt_task> out;
-        if (st.shutting_down) return out;
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        if (st.shutting_down || st.fenced.count(sender)) return out;
         if (!st.first_dispatch) st.first_dispatch = clock::now();
-        auto w = st.worker_of.find(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        auto w = st.worker_of.find(sender);
         const int32_t worker = w == st.worker_of.end() ? -1 : w->second;
         for (int64_t i = 0; i < n; ++i) {
           out.push_back(st.next_prompt());
@@ -470,6 +483,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
       },
       [self](progress_atom, rollout_progress& p) {
         auto& st = self->state;
+        if (st.fenced.count(caf::actor_cast<caf::actor_addr>(self->current_sender()))) return;
         for (auto id : p.completed)
           st.ledger.completed(p.worker, id);
         p.completed.clear();
@@ -495,7 +509,13 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         shutdown(self, "interrupted at step " + std::to_string(st.last_step_no),
                  run_status::interrupted);
       },
-      [self](requeue_atom, int32_t worker) { requeue_and_respawn(self, worker); },
+      [self](requeue_atom, int32_t worker, caf::actor_addr& dead) {
+        requeue_and_respawn(self, worker, dead);
+      },
+      [self](join_atom, join_request& req) { return on_join(self, req); },
+      [self](lost_atom, caf::actor& agent, std::string& why) {
+        on_remote_lost(self, caf::actor_cast<caf::actor_addr>(agent), why);
+      },
       [self](watchdog_atom) { on_watchdog(self); },
   };
 }

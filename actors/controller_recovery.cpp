@@ -203,13 +203,14 @@ void after_step(ctrl_ptr self, const step_report& r) {
   const auto every = cfg.faults.kill_rollouter_every_steps;
   if (every > 0 && r.step % every == 0 && r.step < st.args.env->plan.total_steps &&
       !st.rollouters.empty()) {
-    const auto w = static_cast<size_t>(st.kills++ % static_cast<int64_t>(st.rollouters.size()));
-    spdlog::warn("injected fault: killing rollouter {} after step {}", w, r.step);
+    auto victim =
+        std::next(st.rollouters.begin(), st.kills++ % static_cast<int64_t>(st.rollouters.size()));
+    spdlog::warn("injected fault: killing rollouter {} after step {}", victim->first, r.step);
     // Anonymous, because an exit message from a linked actor unlinks the receiver from it
     // first; and not exit_reason::kill, which no actor can trap, so that it would take the
     // controller (linked) down with it. The rollouter dies as a crash would: with an error.
     caf::anon_send(
-        caf::actor_cast<caf::actor>(st.rollouters[w]),
+        caf::actor_cast<caf::actor>(victim->second),
         caf::exit_msg{caf::actor_addr{}, caf::make_error(caf::sec::runtime_error,
                                                          "injected fault: rollouter killed")});
   }
@@ -223,7 +224,8 @@ void watch_rollouter(ctrl_ptr self, int32_t worker, const rollouter_actor& r) {
   st.worker_of[addr] = worker;
 }
 
-void on_rollouter_crash(ctrl_ptr self, int32_t worker, const std::string& why) {
+void on_rollouter_crash(ctrl_ptr self, int32_t worker, const caf::actor_addr& dead,
+                        const std::string& why) {
   auto& st = self->state;
   const auto& sv = st.args.env->cfg.supervision;
   const auto now = self->clock().now();
@@ -240,30 +242,75 @@ void on_rollouter_crash(ctrl_ptr self, int32_t worker, const std::string& why) {
                        " s exceed supervision.max_restarts " + std::to_string(sv.max_restarts));
     return;
   }
-  // What the dead incarnation did stays counted; its unfinished prompts are regenerated once
-  // every message it sent before dying has been handled (see requeue_and_respawn).
+  ++st.result.rollouter_restarts;  // counted now: a shutdown may overtake the restart itself
+  forget_incarnation(self, worker);
+  self->send(self, requeue_atom::value, worker, dead);
+}
+
+void forget_incarnation(ctrl_ptr self, int32_t worker) {
+  auto& st = self->state;
+  // What the dead incarnation generated stays counted (its groups: see requeue_and_respawn).
   if (auto p = st.progress.find(worker); p != st.progress.end()) {
     st.tokens_of_dead[worker] += p->second.tokens_generated;
-    st.groups_of_dead += p->second.groups_completed;
     st.progress.erase(p);
   }
   st.prev_busy.erase(worker);
-  self->send(self, requeue_atom::value, worker);
 }
 
-void requeue_and_respawn(ctrl_ptr self, int32_t worker) {
+void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& dead) {
   auto& st = self->state;
-  if (st.shutting_down) return;
-  // The dead incarnation's messages were all enqueued before its exit reached us, and this
-  // message after: its last progress (the groups it completed) and its last prompt requests
-  // have been handled. What it was given and did not complete is generated again, first.
-  auto lost = st.ledger.lost_with(worker);
-  for (auto it = lost.rbegin(); it != lost.rend(); ++it)
-    st.retry.push_front(std::move(*it));
-  self->send(st.queue, lost_atom::value, worker, st.ledger.completed_by(worker));
-  ++st.result.rollouter_restarts;
-  spdlog::info("supervision: restarting rollouter {} ({} prompts to regenerate)", worker,
-               lost.size());
+  // Every message the dead incarnation sent was enqueued before its exit (or, remote, its
+  // connection's loss) reached us, and this message after: its prompt requests have been
+  // handled here, and its groups are in the Reward's mailbox ahead of the settle. The Reward's
+  // answer, not the rollouter's last progress report, says which groups arrived: a report cut
+  // off with the connection cannot make a delivered group run twice. What it was given and
+  // did not deliver is generated again, first.
+  // Settled even during a shutdown, which stops the Reward only after every settle is answered:
+  // the dead incarnation's groups count as generated either way.
+  ++st.settles_pending;
+  auto settled = [self] {
+    auto& st = self->state;
+    if (--st.settles_pending == 0 && st.after_settles) {
+      auto next = std::move(st.after_settles);
+      st.after_settles = nullptr;
+      next();
+    }
+  };
+  self->request(st.reward, std::chrono::seconds(60), settle_atom::value, dead, worker)
+      .then(
+          [self, worker, settled](std::vector<uint64_t>& ids, int64_t delivered_by_worker) {
+            auto& st = self->state;
+            st.groups_of_dead += static_cast<int64_t>(ids.size());
+            for (auto id : ids)
+              st.ledger.completed(worker, id);
+            if (st.shutting_down) {
+              settled();
+              return;
+            }
+            auto lost = st.ledger.lost_with(worker);
+            for (auto it = lost.rbegin(); it != lost.rend(); ++it)
+              st.retry.push_front(std::move(*it));
+            self->send(st.queue, lost_atom::value, worker, delivered_by_worker);
+            if (st.node_of.count(worker)) {
+              spdlog::info("cluster: rollouter {} is gone ({} prompts to regenerate)", worker,
+                           lost.size());
+            } else {
+              spdlog::info("supervision: restarting rollouter {} ({} prompts to regenerate)",
+                           worker, lost.size());
+              respawn(self, worker);
+            }
+            settled();
+          },
+          [self, worker, settled](const caf::error& e) {
+            shutdown(self,
+                     "rollouter " + std::to_string(worker) +
+                         ": the reward did not settle its groups: " + self->system().render(e));
+            settled();
+          });
+}
+
+void respawn(ctrl_ptr self, int32_t worker) {
+  auto& st = self->state;
   self->request(st.sync, std::chrono::seconds(60), respawn_atom::value, worker)
       .then(
           [self, worker](caf::actor& a) {
@@ -273,7 +320,7 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker) {
               return;
             }
             auto r = caf::actor_cast<rollouter_actor>(a);
-            st.rollouters[static_cast<size_t>(worker)] = r;
+            st.rollouters[worker] = r;
             watch_rollouter(self, worker, r);
             self->send(r, start_atom::value);
           },

@@ -15,7 +15,8 @@ env_ptr make_env(const run_config& cfg, const model_config& model, const char_to
   env->detached = detached;
   env->reward_fn = cfg.reward.function;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int workers = static_cast<int>(cfg.rollout.num_workers);
+  // Rollouters of this process (at least one share, also when they are all remote).
+  const int workers = std::max(1, static_cast<int>(cfg.rollout.num_workers));
   const bool colocated = is_colocated(cfg.async_training);
   // Colocated: generation and training take turns, each on every core (the rollout workers
   // share them). Otherwise they run at the same time and split the cores: the trainer gets its

@@ -41,6 +41,7 @@ struct queue_state {
   // Per worker id, over every incarnation: groups granted, and given back (abandoned or lost).
   std::map<int32_t, int64_t> granted_by_worker, returned_by_worker;
   bool stopped = false;
+  int64_t members = 0;  // rollouters alive (local and remote); set by the controller
   // A stop waits until every group the Reward forwarded has arrived (a put sent before the
   // stop must not be lost to it); then it answers with the final counts.
   deferred_stop<queue_stats> stop;
@@ -51,7 +52,7 @@ struct queue_state {
     const auto& p = adm->params();
     const auto full =
         static_cast<int64_t>(std::floor((1.0 + p.staleness_threshold) * p.window + 1e-9));
-    const auto workers = std::max<int64_t>(1, args.env->cfg.rollout.num_workers);
+    const auto workers = std::max<int64_t>(1, members);
     return std::max<int64_t>(1, (full + workers - 1) / workers);
   }
 
@@ -154,6 +155,7 @@ void serve_pull(queue_ptr self) {
 queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
   auto& st = self->state;
   st.args = std::move(args);
+  st.members = st.args.env->cfg.rollout.num_workers;
   st.adm = std::make_unique<admission_control>(st.args.env->plan.admission);
   if (!st.args.restored.empty() || st.args.accepted_before > 0) {
     const auto n = static_cast<int64_t>(st.args.restored.size());
@@ -228,6 +230,10 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         st.returned_by_worker[worker] += std::max<int64_t>(0, lost);
         st.counters.lost += std::max<int64_t>(0, lost);
         spdlog::info("queue: rollouter {} lost {} admitted group(s)", worker, lost);
+        serve_credits(self);
+      },
+      [self](members_atom, int32_t n) {
+        self->state.members = n;
         serve_credits(self);
       },
       [self](snapshot_atom) -> delivery {

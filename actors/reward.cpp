@@ -115,6 +115,11 @@ struct reward_state {
   std::map<uint64_t, pending_group> pending;
   reward_counts counts;
   int64_t late = 0;  // groups that arrived after the stop: in flight, never scored
+  // Who delivered what, for the settle of a lost rollouter: group ids per incarnation, and
+  // groups per worker id over all incarnations. Fenced incarnations are ignored from then on.
+  std::map<caf::actor_addr, std::vector<uint64_t>> by_sender;
+  std::map<int32_t, int64_t> by_worker;
+  std::set<caf::actor_addr> fenced;
   // A stop waits until every group the rollouters sent has arrived, then answers with the
   // final counts.
   deferred_stop<reward_counts> stop;
@@ -279,6 +284,15 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
   return {
       [self](score_atom, scored_group& g) {
         auto& st = self->state;
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        if (st.fenced.count(sender)) {
+          // Its prompts are being generated again elsewhere: this copy must not count.
+          ++st.counts.fenced;
+          spdlog::warn("reward: group {} from fenced rollouter {} dropped", g.group_id, g.worker);
+          return;
+        }
+        st.by_sender[sender].push_back(g.group_id);
+        ++st.by_worker[g.worker];
         ++st.counts.received;
         if (st.stop.armed()) {  // arrived after the stop: counted, never scored
           ++st.late;
@@ -296,6 +310,17 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
         st.pending[id] = pending_group{std::move(g), n};
         for (auto call : ids)
           dispatch(self, call);
+      },
+      [self](settle_atom, caf::actor_addr& dead,
+             int32_t worker) -> caf::result<std::vector<uint64_t>, int64_t> {
+        auto& st = self->state;
+        st.fenced.insert(dead);
+        std::vector<uint64_t> ids;
+        if (auto it = st.by_sender.find(dead); it != st.by_sender.end()) {
+          ids = std::move(it->second);
+          st.by_sender.erase(it);
+        }
+        return {std::move(ids), st.by_worker[worker]};
       },
       [self](stop_atom, int64_t expected_groups) -> caf::result<reward_counts> {
         auto& st = self->state;

@@ -6,7 +6,11 @@
 #include "actors/errors.hpp"
 
 #include <chrono>
+#include <map>
 #include <optional>
+#include <set>
+
+#include "runtime/cluster/weight_chunks.hpp"
 
 namespace asyncrl {
 
@@ -19,39 +23,75 @@ struct pending_publish {
   caf::typed_response_promise<sync_report> promise;
 };
 
-// Shared progress of one sync attempt across the rollouters' replies.
+/// A worker process admitted with join; its rollouters are members with this agent.
+struct pending_join {
+  caf::actor agent;
+  int32_t first = 0, count = 0;
+  caf::typed_response_promise<std::vector<caf::actor>> promise;
+};
+
+struct member {
+  rollouter_actor r;
+  caf::actor agent;  // its node's agent; null for a rollouter in this process
+};
+
+struct node {
+  caf::actor agent;
+  int64_t staged = -1;  // the newest version the agent holds complete
+  std::set<int32_t> workers;
+};
+
+// Progress of one sync attempt: who has yet to answer the current phase.
+enum class sync_phase { stage, pause, load, done };
+
 struct sync_run {
   pending_publish job;
   clock::time_point t0 = clock::now();
-  size_t replies = 0;
+  sync_phase phase = sync_phase::stage;
+  std::set<int32_t> workers;        // local rollouters, or every rollouter in the pause phase
+  std::set<caf::actor_addr> nodes;  // remote nodes in the stage and load phases
   bool failed = false;
   int64_t attempt = 0;
   int64_t token = 0;  // pairs each rollouter's pause with its resume (see the interface)
+  std::shared_ptr<const std::vector<char>> packed;  // the weights as remote nodes get them
+  std::string digest;
 };
 
 struct sync_state {
   static inline const char* name = "synchronizer";
   synchronizer_args args;
+  std::map<int32_t, member> members;
+  std::map<caf::actor_addr, node> nodes;
   bool busy = false;
   std::optional<pending_publish> next;
+  std::vector<pending_join> joins;
+  std::shared_ptr<sync_run> running;   // the attempt in progress
   std::shared_ptr<sync_run> retrying;  // a failed attempt waiting for its retry
   weight_snapshot current;             // the weights of the last completed sync
   int64_t syncs = 0;
   int64_t retries = 0;
   int64_t tokens = 0;
+
+  std::chrono::milliseconds remote_timeout() const {
+    return std::chrono::milliseconds(args.env->cfg.cluster.request_timeout_ms);
+  }
 };
 
 using sync_ptr = synchronizer_actor::stateful_pointer<sync_state>;
 
 void start_sync(sync_ptr self, pending_publish job);
 void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run);
+void next_phase(sync_ptr self, const std::shared_ptr<sync_run>& run);
+void idle_again(sync_ptr self);
 
 void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const std::string& why) {
   auto& st = self->state;
+  run->phase = sync_phase::done;
+  st.running.reset();
   // Always paired with the pause, and sent at the pause's priority: a resume at normal priority
   // could be overtaken by the next sync's pause (the rollouter also counts pauses, see there).
-  for (auto& r : st.args.rollouters)
-    self->send<caf::message_priority::high>(r, resume_atom::value, run->token);
+  for (auto& [w, m] : st.members)
+    self->send<caf::message_priority::high>(m.r, resume_atom::value, run->token);
   if (!ok && run->attempt < st.args.env->cfg.async_training.sync_retries) {
     // Retried after a short pause: a crashed rollouter's replacement has time to arrive.
     ++run->attempt;
@@ -66,7 +106,7 @@ void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const 
   rep.version = run->job.weights.version;
   rep.time_ms = std::chrono::duration<double, std::milli>(clock::now() - run->t0).count();
   rep.bytes = run->job.weights.blob ? run->job.weights.blob->bytes() : 0;
-  rep.workers = static_cast<int32_t>(st.args.rollouters.size());
+  rep.workers = static_cast<int32_t>(st.members.size());
   rep.ok = ok;
   rep.error = why;
   if (ok) {
@@ -77,37 +117,222 @@ void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const 
     self->send(st.args.controller, fail_atom::value, why);
   }
   run->job.promise.deliver(rep);
-  st.busy = false;
-  if (st.next) {
-    auto job = std::move(*st.next);
-    st.next.reset();
-    start_sync(self, std::move(job));
+  idle_again(self);
+}
+
+// A remote node failed a step (a deadline, an error, a lost connection): it leaves the run,
+// the controller regenerates its work, and the sync goes on with the others.
+void drop_node(sync_ptr self, const caf::actor_addr& addr, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.nodes.find(addr);
+  if (it == st.nodes.end()) return;
+  auto n = std::move(it->second);
+  st.nodes.erase(it);
+  for (auto w : n.workers)
+    st.members.erase(w);
+  spdlog::warn("synchronizer: dropping worker node with rollouter(s) {}: {}",
+               fmt::join(n.workers, ","), why);
+  self->send(st.args.controller, lost_atom::value, n.agent, why);
+  if (auto run = st.running) {
+    run->nodes.erase(addr);
+    for (auto w : n.workers)
+      run->workers.erase(w);
+    next_phase(self, run);
   }
 }
 
-void load_all(sync_ptr self, const std::shared_ptr<sync_run>& run) {
+// Called after every answer: moves to the next phase once nobody is left to answer.
+void next_phase(sync_ptr self, const std::shared_ptr<sync_run>& run) {
+  if (run->failed || run->phase == sync_phase::done || !run->workers.empty() || !run->nodes.empty())
+    return;
   auto& st = self->state;
-  const auto timeout = std::chrono::milliseconds(st.args.env->cfg.async_training.sync_timeout_ms);
-  run->replies = 0;
+  const auto v = run->job.weights.version;
   const auto a = run->attempt;  // replies of an earlier, failed attempt are ignored
-  for (auto& r : st.args.rollouters)
-    self->request(r, timeout, load_atom::value, run->job.weights)
-        .then(
-            [self, run, a](int64_t) {
-              if (run->failed || run->attempt != a) return;
-              if (++run->replies == self->state.args.rollouters.size()) {
-                // Every rollouter holds the new weights: a new staleness window opens.
-                self->send(self->state.args.queue, synced_atom::value, run->job.weights.version);
-                finish(self, run, true, "");
-              }
-            },
-            [self, run, a](const caf::error& e) {
-              if (run->failed || run->attempt != a) return;
-              run->failed = true;
-              finish(self, run, false,
-                     "weight sync v" + std::to_string(run->job.weights.version) +
-                         ": load failed: " + self->system().render(e));
-            });
+  auto stale = [run, a](sync_phase p) {
+    return run->failed || run->attempt != a || run->phase != p;
+  };
+  auto local_failure = [self, run, v](const std::string& step, const caf::error& e) {
+    run->failed = true;
+    finish(self, run, false,
+           "weight sync v" + std::to_string(v) + ": " + step + ": " + self->system().render(e));
+  };
+  switch (run->phase) {
+    case sync_phase::stage: {
+      // Every node holds the new version: pause everyone. With partial rollout a pause stops at
+      // the next token boundary; without, it drains the responses in flight, which gets its
+      // own, larger bound.
+      run->phase = sync_phase::pause;
+      const auto& at = st.args.env->cfg.async_training;
+      const bool drains = !st.args.env->plan.partial_rollout;
+      const auto timeout =
+          std::chrono::milliseconds(drains ? at.drain_timeout_ms : at.sync_timeout_ms);
+      for (auto& [w, m] : st.members)
+        run->workers.insert(w);
+      if (run->workers.empty()) break;
+      for (auto& [w, m] : st.members)
+        self->request<caf::message_priority::high>(m.r, timeout, pause_atom::value, run->token)
+            .then(
+                [self, run, w = w, stale](int64_t) {
+                  if (stale(sync_phase::pause)) return;
+                  run->workers.erase(w);
+                  next_phase(self, run);
+                },
+                [self, run, w = w, agent = m.agent, drains, stale,
+                 local_failure](const caf::error& e) {
+                  if (stale(sync_phase::pause)) return;
+                  if (agent) {
+                    drop_node(self, caf::actor_cast<caf::actor_addr>(agent),
+                              "pause of rollouter " + std::to_string(w) +
+                                  " failed: " + self->system().render(e));
+                    return;
+                  }
+                  local_failure(drains ? "pause failed (the drain of the responses in flight "
+                                         "exceeded async_training.drain_timeout_ms)"
+                                       : "pause failed",
+                                e);
+                });
+      return;
+    }
+    case sync_phase::pause: {
+      // Everyone is paused: load. A local rollouter gets the snapshot itself (shared, no
+      // copy); a node's agent loads the version it staged into all of its rollouters.
+      run->phase = sync_phase::load;
+      const auto timeout =
+          std::chrono::milliseconds(st.args.env->cfg.async_training.sync_timeout_ms);
+      for (auto& [w, m] : st.members)
+        if (!m.agent) run->workers.insert(w);
+      for (auto& [addr, n] : st.nodes)
+        run->nodes.insert(addr);
+      if (run->workers.empty() && run->nodes.empty()) break;
+      for (auto& [w, m] : st.members) {
+        if (m.agent) continue;
+        self->request(m.r, timeout, load_atom::value, run->job.weights)
+            .then(
+                [self, run, w = w, stale](int64_t) {
+                  if (stale(sync_phase::load)) return;
+                  run->workers.erase(w);
+                  next_phase(self, run);
+                },
+                [run, stale, local_failure](const caf::error& e) {
+                  if (!stale(sync_phase::load)) local_failure("load failed", e);
+                });
+      }
+      for (auto& [addr, n] : st.nodes)
+        self->request(caf::actor_cast<node_agent_actor>(n.agent), st.remote_timeout(),
+                      load_atom::value, v)
+            .then(
+                [self, run, addr = addr, stale](int64_t) {
+                  if (stale(sync_phase::load)) return;
+                  run->nodes.erase(addr);
+                  next_phase(self, run);
+                },
+                [self, addr = addr, stale](const caf::error& e) {
+                  if (!stale(sync_phase::load))
+                    drop_node(self, addr, "load failed: " + self->system().render(e));
+                });
+      return;
+    }
+    case sync_phase::load:
+    case sync_phase::done:
+      break;
+  }
+  if (run->phase == sync_phase::done) return;
+  // Every rollouter holds the new weights: a new staleness window opens.
+  self->send(st.args.queue, synced_atom::value, v);
+  finish(self, run, true, "");
+}
+
+// Sends one version to a node's agent, chunk by chunk, a few in flight; `done` gets "" or why
+// it failed. Chunks to one agent arrive in the order sent (one sender, one receiver).
+void stage_node(sync_ptr self, caf::actor agent, int64_t version,
+                std::shared_ptr<const std::vector<char>> packed, std::string digest,
+                std::function<void(const std::string&)> done) {
+  const auto chunk = self->state.args.env->cfg.cluster.chunk_bytes;
+  const auto total = static_cast<int64_t>(packed->size());
+  const auto count = chunk_count(total, chunk);
+  struct progress {
+    int32_t sent = 0, acked = 0;
+    bool over = false;
+  };
+  auto p = std::make_shared<progress>();
+  auto h = caf::actor_cast<node_agent_actor>(agent);
+  auto timeout = self->state.remote_timeout();
+  auto send_next = std::make_shared<std::function<void()>>();
+  *send_next = [=]() {
+    while (!p->over && p->sent < count && p->sent - p->acked < 4) {
+      const auto i = p->sent++;
+      const auto span = chunk_at(total, chunk, i);
+      weight_chunk c;
+      c.version = version;
+      c.index = i;
+      c.count = count;
+      c.offset = span.offset;
+      c.total_bytes = total;
+      c.digest = digest;
+      c.bytes.assign(packed->begin() + span.offset, packed->begin() + span.offset + span.size);
+      self->request(h, timeout, stage_atom::value, std::move(c))
+          .then(
+              [=](int64_t) {
+                if (p->over) return;
+                if (++p->acked == count) {
+                  p->over = true;
+                  done("");
+                  *send_next = nullptr;  // breaks the closure's cycle
+                  return;
+                }
+                (*send_next)();
+              },
+              [=](const caf::error& e) {
+                if (p->over) return;
+                p->over = true;
+                done("weights v" + std::to_string(version) + " chunk " + std::to_string(i) + ": " +
+                     self->system().render(e));
+                *send_next = nullptr;
+              });
+    }
+  };
+  (*send_next)();
+}
+
+// The packed bytes remote nodes get, made once per version and only if there are any.
+void pack_for_nodes(sync_state& st, sync_run& run) {
+  if (st.nodes.empty() || run.packed || !run.job.weights.blob) return;
+  auto bytes = std::make_shared<std::vector<char>>(pack_weights(run.job.weights));
+  run.digest = sha256_hex(bytes->data(), bytes->size());
+  run.packed = std::move(bytes);
+}
+
+void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
+  auto& st = self->state;
+  run->workers.clear();
+  run->nodes.clear();
+  run->failed = false;
+  run->phase = sync_phase::stage;
+  run->token = ++st.tokens;
+  st.running = run;
+  // Stage first, while everyone still generates: the pause then covers only the load.
+  pack_for_nodes(st, *run);
+  const auto v = run->job.weights.version;
+  std::vector<std::pair<caf::actor_addr, caf::actor>> to_stage;
+  for (auto& [addr, n] : st.nodes)
+    if (n.staged != v) to_stage.emplace_back(addr, n.agent);
+  for (auto& [addr, agent] : to_stage)
+    run->nodes.insert(addr);
+  const auto a = run->attempt;
+  for (auto& [addr, agent] : to_stage)
+    stage_node(self, agent, v, run->packed, run->digest,
+               [self, run, a, addr = addr, v](const std::string& why) {
+                 if (run->failed || run->attempt != a || run->phase != sync_phase::stage) return;
+                 if (!why.empty()) {
+                   drop_node(self, addr, why);
+                   return;
+                 }
+                 if (auto it = self->state.nodes.find(addr); it != self->state.nodes.end())
+                   it->second.staged = v;
+                 run->nodes.erase(addr);
+                 next_phase(self, run);
+               });
+  next_phase(self, run);
 }
 
 void start_sync(sync_ptr self, pending_publish job) {
@@ -118,45 +343,80 @@ void start_sync(sync_ptr self, pending_publish job) {
   start_attempt(self, std::move(run));
 }
 
-void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
+// A worker process's agent gets the current weights, then launches its rollouters; they
+// become members before any sync can miss them (the synchronizer is busy meanwhile).
+void start_join(sync_ptr self, pending_join j) {
   auto& st = self->state;
-  run->replies = 0;
-  run->failed = false;
-  run->token = ++st.tokens;
-  // With partial rollout a pause stops at the next token boundary, so the load watchdog bounds
-  // it. Without, a pause drains the responses in flight: a long but healthy drain gets its own,
-  // larger bound.
-  const auto& at = st.args.env->cfg.async_training;
-  const bool drains = !st.args.env->plan.partial_rollout;
-  const auto timeout = std::chrono::milliseconds(drains ? at.drain_timeout_ms : at.sync_timeout_ms);
-  if (st.args.rollouters.empty()) {
-    self->send(st.args.queue, synced_atom::value, run->job.weights.version);
-    finish(self, run, true, "");
+  st.busy = true;
+  const auto v = st.current.version;
+  auto fail = [self, j](const std::string& why) mutable {
+    spdlog::warn("synchronizer: a worker node could not join: {}", why);
+    j.promise.deliver(caf::make_error(caf::sec::runtime_error, why));
+    idle_again(self);
+  };
+  if (!st.current.blob) {
+    fail("no weights to send");
     return;
   }
-  const auto a = run->attempt;  // replies of an earlier, failed attempt are ignored
-  for (auto& r : st.args.rollouters)
-    self->request<caf::message_priority::high>(r, timeout, pause_atom::value, run->token)
+  auto packed = std::make_shared<std::vector<char>>(pack_weights(st.current));
+  auto digest = sha256_hex(packed->data(), packed->size());
+  stage_node(self, j.agent, v, packed, digest, [self, j, v, fail](const std::string& why) mutable {
+    if (!why.empty()) {
+      fail(why);
+      return;
+    }
+    auto& st = self->state;
+    self->request(caf::actor_cast<node_agent_actor>(j.agent), st.remote_timeout(),
+                  launch_atom::value, v)
         .then(
-            [self, run, a](int64_t) {
-              if (run->failed || run->attempt != a) return;
-              if (++run->replies == self->state.args.rollouters.size()) load_all(self, run);
+            [self, j, v, fail](std::vector<caf::actor>& rs) mutable {
+              auto& st = self->state;
+              if (static_cast<int32_t>(rs.size()) != j.count) {
+                fail("the node launched " + std::to_string(rs.size()) + " rollouters, not " +
+                     std::to_string(j.count));
+                return;
+              }
+              node n{j.agent, v, {}};
+              for (int32_t i = 0; i < j.count; ++i) {
+                st.members[j.first + i] =
+                    member{caf::actor_cast<rollouter_actor>(rs[static_cast<size_t>(i)]), j.agent};
+                n.workers.insert(j.first + i);
+              }
+              st.nodes[caf::actor_cast<caf::actor_addr>(j.agent)] = std::move(n);
+              j.promise.deliver(std::move(rs));
+              idle_again(self);
             },
-            [self, run, drains, a](const caf::error& e) {
-              if (run->failed || run->attempt != a) return;
-              run->failed = true;
-              finish(self, run, false,
-                     "weight sync v" + std::to_string(run->job.weights.version) +
-                         (drains ? ": pause failed (the drain of the responses in flight "
-                                   "exceeded async_training.drain_timeout_ms): "
-                                 : ": pause failed: ") +
-                         self->system().render(e));
+            [self, fail](const caf::error& e) mutable {
+              fail("launch failed: " + self->system().render(e));
             });
+  });
+}
+
+// The sync or join in progress is over: start what waited for it. Joins first, so that a
+// new node is part of the next sync.
+void idle_again(sync_ptr self) {
+  auto& st = self->state;
+  st.busy = false;
+  if (!st.joins.empty()) {
+    auto j = std::move(st.joins.front());
+    st.joins.erase(st.joins.begin());
+    start_join(self, std::move(j));
+    return;
+  }
+  if (st.next) {
+    auto job = std::move(*st.next);
+    st.next.reset();
+    start_sync(self, std::move(job));
+  }
 }
 
 synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args) {
-  self->state.args = std::move(args);
-  self->state.current = self->state.args.initial;
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.current = st.args.initial;
+  for (size_t i = 0; i < st.args.rollouters.size(); ++i)
+    st.members[static_cast<int32_t>(i)] = member{st.args.rollouters[i], caf::actor{}};
+  st.args.rollouters.clear();
   install_exception_handler(self, "synchronizer");
   return {
       [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
@@ -181,12 +441,44 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
         // The last completed sync's weights; a sync in flight reaches the new rollouter on its
         // retry (the attempt that included the dead one fails).
         auto& st = self->state;
-        if (worker < 0 || static_cast<size_t>(worker) >= st.args.rollouters.size())
+        auto it = st.members.find(worker);
+        if (it == st.members.end() || it->second.agent)
           return caf::make_error(caf::sec::invalid_argument,
-                                 "respawn: no rollouter " + std::to_string(worker));
+                                 "respawn: no local rollouter " + std::to_string(worker));
         auto r = st.args.respawn(worker, st.current);
-        st.args.rollouters[static_cast<size_t>(worker)] = r;
+        it->second.r = r;
         return caf::actor_cast<caf::actor>(r);
+      },
+      [self](join_atom, caf::actor agent, int32_t first,
+             int32_t count) -> caf::result<std::vector<caf::actor>> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<std::vector<caf::actor>>();
+        pending_join j{std::move(agent), first, count, rp};
+        if (st.busy)
+          st.joins.push_back(std::move(j));
+        else
+          start_join(self, std::move(j));
+        return rp;
+      },
+      [self](leave_atom, std::vector<int32_t>& workers) {
+        auto& st = self->state;
+        for (auto w : workers) {
+          auto it = st.members.find(w);
+          if (it == st.members.end()) continue;
+          if (it->second.agent) {
+            auto addr = caf::actor_cast<caf::actor_addr>(it->second.agent);
+            if (auto n = st.nodes.find(addr); n != st.nodes.end()) {
+              n->second.workers.erase(w);
+              if (n->second.workers.empty()) {
+                st.nodes.erase(n);
+                if (st.running) st.running->nodes.erase(addr);
+              }
+            }
+          }
+          st.members.erase(it);
+          if (st.running) st.running->workers.erase(w);
+        }
+        if (st.running) next_phase(self, st.running);
       },
       [self](retry_atom) {
         auto& st = self->state;
@@ -198,6 +490,9 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
       [self](stop_atom) -> caf::result<int64_t, int64_t> {
         auto& st = self->state;
         const auto n = st.syncs, retries = st.retries;
+        for (auto& j : st.joins)
+          j.promise.deliver(caf::make_error(caf::sec::runtime_error, "the run is over"));
+        st.joins.clear();
         self->quit();
         return {n, retries};
       },

@@ -34,6 +34,7 @@ queue_actor fake_queue(caf::actor_system& sys) {
         [](synced_atom, int64_t) {},
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
+        [](members_atom, int32_t) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };

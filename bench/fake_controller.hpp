@@ -24,7 +24,9 @@ inline controller_actor fake_controller(caf::actor_system& sys) {
         [](done_atom) {},
         [](fail_atom, std::string& why) { std::cerr << "run failed: " << why << "\n"; },
         [](interrupt_atom) {},
-        [](requeue_atom, int32_t) {},
+        [](requeue_atom, int32_t, caf::actor_addr&) {},
+        [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
+        [](lost_atom, caf::actor&, std::string&) {},
         [](watchdog_atom) {},
     };
   });

@@ -33,8 +33,13 @@ using reward_worker_actor =
 
 /// Scores generated groups and forwards them, with advantages, to the queue.
 /// A stop names how many groups the rollouters sent; it is answered once all have arrived.
-using reward_actor = caf::typed_actor<caf::reacts_to<score_atom, scored_group>,
-                                      caf::replies_to<stop_atom, int64_t>::with<reward_counts>>;
+/// A settle names a rollouter incarnation that is gone (crashed, killed, cut off): it answers
+/// with the group ids received from it and the groups received from its worker id over all
+/// incarnations, and drops anything that incarnation sends afterwards (fenced).
+using reward_actor = caf::typed_actor<
+    caf::reacts_to<score_atom, scored_group>,
+    caf::replies_to<settle_atom, caf::actor_addr, int32_t>::with<std::vector<uint64_t>, int64_t>,
+    caf::replies_to<stop_atom, int64_t>::with<reward_counts>>;
 
 /// Bounded buffer of scored groups; grants admission credits and enforces staleness. A stop
 /// names how many groups the Reward forwarded; it is answered once all have arrived.
@@ -48,17 +53,25 @@ using queue_actor = caf::typed_actor<
     // granted will never arrive (the controller regenerates those prompts).
     caf::reacts_to<lost_atom, int32_t, int64_t>,
     caf::replies_to<snapshot_atom>::with<delivery>,  // a copy of the queued groups + counters
+    caf::reacts_to<members_atom, int32_t>,  // rollouters now alive (their shares of a window)
     caf::replies_to<stats_atom>::with<queue_stats>,
     caf::replies_to<stop_atom, int64_t>::with<queue_stats>>;
 
 /// Publishes versioned weights to every rollouter: pause -> load -> resume.
 /// A crashed rollouter is replaced through the synchronizer, which knows the current weights:
 /// respawn answers with the new rollouter (a caf::actor handle of a rollouter_actor).
-using synchronizer_actor =
-    caf::typed_actor<caf::replies_to<publish_atom, weight_snapshot>::with<sync_report>,
-                     caf::replies_to<respawn_atom, int32_t>::with<caf::actor>,
-                     caf::reacts_to<retry_atom>,  // (self) retry a failed sync
-                     caf::replies_to<stop_atom>::with<int64_t, int64_t>>;  // syncs, retries
+/// Remote rollouters (on `asyncrl worker` nodes) are admitted with join: the node's agent gets
+/// the current weights in chunks, then launches its rollouters, whose handles are the answer.
+/// A node that fails a step of a sync (a deadline, an error) is reported to the controller
+/// (lost_atom) and left out; leave removes rollouters that are gone.
+using synchronizer_actor = caf::typed_actor<
+    caf::replies_to<publish_atom, weight_snapshot>::with<sync_report>,
+    caf::replies_to<respawn_atom, int32_t>::with<caf::actor>,
+    // node agent, first worker id, rollouters -> their handles, in worker order
+    caf::replies_to<join_atom, caf::actor, int32_t, int32_t>::with<std::vector<caf::actor>>,
+    caf::reacts_to<leave_atom, std::vector<int32_t>>,     // these workers are gone
+    caf::reacts_to<retry_atom>,                           // (self) retry a failed sync
+    caf::replies_to<stop_atom>::with<int64_t, int64_t>>;  // syncs, retries
 
 /// Consumes groups, steps the optimizer, triggers syncs. A stop names how many groups the
 /// queue delivered; it is answered once all have arrived. A checkpoint request is answered (to
@@ -69,6 +82,15 @@ using trainer_actor =
                      caf::reacts_to<checkpoint_atom>,
                      caf::replies_to<stop_atom, int64_t>::with<trainer_counts>>;
 
+/// The agent of an `asyncrl worker` process: receives weights in chunks, launches the
+/// process's rollouters and loads each complete version into all of them (one copy per node).
+using node_agent_actor = caf::typed_actor<
+    caf::replies_to<stage_atom, weight_chunk>::with<int64_t>,  // -> bytes of the version so far
+    // Launch the rollouters under a staged version -> their handles, in worker order.
+    caf::replies_to<launch_atom, int64_t>::with<std::vector<caf::actor>>,
+    caf::replies_to<load_atom, int64_t>::with<int64_t>,  // load a staged version -> version
+    caf::reacts_to<stop_atom>>;                          // the run is over
+
 /// Wires the roles, owns the data loader and the run's output, supervises the children.
 using controller_actor = caf::typed_actor<
     caf::replies_to<run_atom>::with<run_result>,
@@ -77,8 +99,10 @@ using controller_actor = caf::typed_actor<
     caf::reacts_to<dropped_atom, uint64_t, bool>, caf::reacts_to<progress_atom, rollout_progress>,
     caf::reacts_to<report_atom, step_report>, caf::reacts_to<checkpoint_atom, trainer_checkpoint>,
     caf::reacts_to<done_atom>, caf::reacts_to<fail_atom, std::string>,
-    caf::reacts_to<interrupt_atom>,         // SIGINT/SIGTERM: checkpoint, stop
-    caf::reacts_to<requeue_atom, int32_t>,  // (self) a rollouter died
-    caf::reacts_to<watchdog_atom>>;         // (self) has a step completed lately?
+    caf::reacts_to<interrupt_atom>,                              // SIGINT/SIGTERM: checkpoint, stop
+    caf::replies_to<join_atom, join_request>::with<join_reply>,  // a worker process joins
+    caf::reacts_to<lost_atom, caf::actor, std::string>,      // a node failed a sync step: drop it
+    caf::reacts_to<requeue_atom, int32_t, caf::actor_addr>,  // (self) a rollouter died
+    caf::reacts_to<watchdog_atom>>;                          // (self) has a step completed lately?
 
 }  // namespace asyncrl

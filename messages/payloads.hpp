@@ -3,12 +3,19 @@
 // Message payloads exchanged by the actors. Plain data with an `inspect()` each, so every
 // message can be serialized and any actor can later run on another node. Torch-free.
 
+#include <caf/detail/stringification_inspector.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/none.hpp>
+
+#include <type_traits>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "messages/float_bits.hpp"
 #include "runtime/train/samples.hpp"
 #include "runtime/train/update_stats.hpp"
 
@@ -123,6 +130,7 @@ struct reward_counts {
   int64_t failures = 0;  // scoring threw
   int64_t timeouts = 0;
   int64_t worker_restarts = 0;  // crashed reward workers the Reward actor replaced
+  int64_t fenced = 0;  // from a rollouter declared lost (its work regenerated): not counted
 };
 
 struct trainer_counts {
@@ -138,10 +146,30 @@ struct trainer_counts {
 
 // inspect() --------------------------------------------------------------------------------
 
+// Log-probs, reward and advantage cross nodes as raw bits (messages/float_bits.hpp).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scored_sample& x) {
-  return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt, x.response,
-           x.logprobs, x.versions, x.reward, x.advantage, x.interruptions, x.reward_failed);
+  if constexpr (std::is_same<Inspector, caf::detail::stringification_inspector>::value) {
+    return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt,
+             x.response, x.logprobs, x.versions, x.reward, x.advantage, x.interruptions,
+             x.reward_failed);
+  } else if constexpr (Inspector::reads_state) {
+    auto logprobs = floats_bits(x.logprobs);
+    auto reward = double_bits(x.reward), advantage = double_bits(x.advantage);
+    return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt,
+             x.response, logprobs, x.versions, reward, advantage, x.interruptions, x.reward_failed);
+  } else {
+    std::vector<uint32_t> logprobs;
+    uint64_t reward = 0, advantage = 0;
+    return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt,
+             x.response, logprobs, x.versions, reward, advantage, x.interruptions, x.reward_failed,
+             caf::meta::load_callback([&]() -> caf::error {
+               x.logprobs = bits_floats(logprobs);
+               x.reward = bits_double(reward);
+               x.advantage = bits_double(advantage);
+               return caf::none;
+             }));
+  }
 }
 
 template <class Inspector>
@@ -206,7 +234,7 @@ typename Inspector::result_type inspect(Inspector& f, rollout_counts& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reward_counts& x) {
   return f(caf::meta::type_name("reward_counts"), x.received, x.forwarded, x.in_progress,
-           x.failures, x.timeouts, x.worker_restarts);
+           x.failures, x.timeouts, x.worker_restarts, x.fenced);
 }
 
 template <class Inspector>

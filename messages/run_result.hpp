@@ -33,6 +33,8 @@ struct run_result {
   int64_t checkpoint_step = 0;    // the step it continues from
   int64_t rollouter_restarts = 0;
   int64_t sync_retries = 0;
+  int64_t remote_rollouters_joined = 0;  // rollouters of `asyncrl worker` processes
+  int64_t remote_rollouters_lost = 0;    // ... that died or were cut off (work regenerated)
   bool restartable = false;  // the trainer crashed and supervision.trainer_failure=restart
   int64_t steps = 0;
   int64_t groups_generated = 0;
@@ -56,10 +58,10 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
   return f(caf::meta::type_name("run_result"), x.ok, x.status, x.error, x.resumed_from_step,
            x.checkpoints, x.checkpoint, x.checkpoint_step, x.rollouter_restarts, x.sync_retries,
-           x.restartable, x.steps, x.groups_generated, x.groups_trained, x.groups_dropped,
-           x.groups_in_flight, x.groups_filtered, x.tokens_generated, x.tokens_trained, x.syncs,
-           x.wall_time_s, x.train_time_s, x.rollouters, x.reward, x.queue, x.trainer,
-           x.final_weights);
+           x.remote_rollouters_joined, x.remote_rollouters_lost, x.restartable, x.steps,
+           x.groups_generated, x.groups_trained, x.groups_dropped, x.groups_in_flight,
+           x.groups_filtered, x.tokens_generated, x.tokens_trained, x.syncs, x.wall_time_s,
+           x.train_time_s, x.rollouters, x.reward, x.queue, x.trainer, x.final_weights);
 }
 
 }  // namespace asyncrl

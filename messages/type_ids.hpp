@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "messages/checkpoint.hpp"
+#include "messages/cluster.hpp"
 #include "messages/payloads.hpp"
 #include "messages/run_result.hpp"
 #include "messages/weights.hpp"
@@ -37,6 +38,9 @@ CAF_ADD_TYPE_ID(asyncrl, (asyncrl::trainer_checkpoint))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::loader_state))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::run_state))
 CAF_ADD_TYPE_ID(asyncrl, (std::vector<uint64_t>))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::join_request))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::join_reply))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::weight_chunk))
 CAF_END_TYPE_ID_BLOCK(asyncrl)
 
 CAF_ADD_ATOM(asyncrl, asyncrl, start_atom, "start")
@@ -70,6 +74,12 @@ CAF_ADD_ATOM(asyncrl, asyncrl, final_atom, "final")
 CAF_ADD_ATOM(asyncrl, asyncrl, run_atom, "run")
 CAF_ADD_ATOM(asyncrl, asyncrl, fail_atom, "fail")
 CAF_ADD_ATOM(asyncrl, asyncrl, watchdog_atom, "watchdog")
+CAF_ADD_ATOM(asyncrl, asyncrl, join_atom, "join")
+CAF_ADD_ATOM(asyncrl, asyncrl, stage_atom, "stage")
+CAF_ADD_ATOM(asyncrl, asyncrl, launch_atom, "launch")
+CAF_ADD_ATOM(asyncrl, asyncrl, members_atom, "members")
+CAF_ADD_ATOM(asyncrl, asyncrl, settle_atom, "settle")
+CAF_ADD_ATOM(asyncrl, asyncrl, leave_atom, "leave")
 
 namespace asyncrl {
 

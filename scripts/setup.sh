@@ -13,6 +13,7 @@ PACKAGES=(
   libmsgpack-cxx-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libedit-dev
   libgtest-dev libbenchmark-dev
   python3 python3-matplotlib
+  openssl procps  # scripts/make-certs.sh and the cluster tests (pgrep, pkill)
 )
 
 install_missing() {

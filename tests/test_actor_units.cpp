@@ -55,7 +55,9 @@ controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
             [](done_atom) {},
             [log](fail_atom, std::string& why) { log->failures.push_back(why); },
             [](interrupt_atom) {},
-            [](requeue_atom, int32_t) {},
+            [](requeue_atom, int32_t, caf::actor_addr&) {},
+            [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
+            [](lost_atom, caf::actor&, std::string&) {},
             [](watchdog_atom) {},
         };
       }));
@@ -78,6 +80,7 @@ queue_actor fake_queue(test::coordinated_system& cs, log_ptr log, int64_t budget
         [log](synced_atom, int64_t v) { log->synced.push_back(v); },
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
+        [](members_atom, int32_t) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -88,6 +91,9 @@ reward_actor fake_reward(test::coordinated_system& cs, log_ptr log) {
   return cs.track(cs.sys().spawn([log](reward_actor::pointer self) -> reward_actor::behavior_type {
     return {
         [log](score_atom, scored_group& g) { log->groups.push_back(std::move(g)); },
+        [](settle_atom, caf::actor_addr&, int32_t) -> caf::result<std::vector<uint64_t>, int64_t> {
+          return {std::vector<uint64_t>{}, int64_t{0}};
+        },
         [self](stop_atom, int64_t) -> reward_counts {
           self->quit();
           return {};
@@ -519,6 +525,7 @@ queue_actor holding_queue(test::coordinated_system& cs, log_ptr log,
         [log](synced_atom, int64_t v) { log->synced.push_back(v); },
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
+        [](members_atom, int32_t) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };

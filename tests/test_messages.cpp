@@ -328,10 +328,33 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
   check(sync_report{14, 3.75, 1LL << 33, 4, false, true, "worker 2 unreachable"});
   check(make_step_report());
   check(rollout_counts{2, 71, 72, 73, 74});
-  check(reward_counts{81, 82, 83, 84, 85, 86});
+  check(reward_counts{81, 82, 83, 84, 85, 86, 87});
   check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
   check(make_run_result());
   check(weight_snapshot{23, make_blob()});
+}
+
+// CAF 0.17.6's own float packing turns -0 into +0, NaN into 1, subnormals into huge values and
+// loops forever on inf; a scored sample crosses nodes, so its floats must travel as raw bits.
+// Catches: logprobs/reward/advantage serialized as plain floats again (this test then hangs on
+// inf or fails on the others; ctest's timeout bounds it).
+TEST_F(Messages, SampleFloatsCrossBitExactIncludingInfNanSubnormalAndNegativeZero) {
+  const float special[] = {
+      -0.0f,   std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
+      -1e-39f, -std::numeric_limits<float>::infinity(), -87.25f};
+  auto s = make_sample(1);
+  s.logprobs.assign(std::begin(special), std::end(special));
+  s.response.resize(s.logprobs.size(), 7);
+  s.versions.resize(s.logprobs.size(), 1);
+  s.reward = -std::numeric_limits<double>::infinity();
+  s.advantage = 1e-310;  // subnormal double
+  for (auto y : {round_trip(s), message_round_trip(s)}) {
+    ASSERT_EQ(y.logprobs.size(), s.logprobs.size());
+    for (size_t i = 0; i < s.logprobs.size(); ++i)
+      EXPECT_EQ(float_bits(y.logprobs[i]), float_bits(s.logprobs[i])) << "logprob " << i;
+    EXPECT_EQ(double_bits(y.reward), double_bits(s.reward));
+    EXPECT_EQ(double_bits(y.advantage), double_bits(s.advantage));
+  }
 }
 
 TEST_F(Messages, RegisteredContainersAndMultiElementMessages) {

@@ -45,6 +45,7 @@ queue_actor collecting_queue(test::coordinated_system& cs, puts_ptr puts) {
         [](synced_atom, int64_t) {},
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
+        [](members_atom, int32_t) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };

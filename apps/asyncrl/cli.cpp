@@ -14,6 +14,7 @@
 #include "apps/asyncrl/sft_command.hpp"
 #include "apps/asyncrl/simulate_command.hpp"
 #include "apps/asyncrl/train_command.hpp"
+#include "apps/asyncrl/worker_command.hpp"
 #include "runtime/common/progress.hpp"
 #include "runtime/config/params.hpp"
 #include "runtime/config/run_config.hpp"
@@ -50,6 +51,8 @@ struct cli_args {
   CLI::App* sft_cmd = nullptr;
   CLI::App* train_cmd = nullptr;
   CLI::App* chaos_cmd = nullptr;
+  CLI::App* worker_cmd = nullptr;
+  worker_options worker;
   CLI::App* simulate_cmd = nullptr;
   CLI::App* eval_cmd = nullptr;
   CLI::App* generate_cmd = nullptr;
@@ -87,6 +90,19 @@ void add_run_commands(CLI::App& app, cli_args& a) {
                           "continue the run in this directory from its newest usable checkpoint "
                           "(its config.yaml, with any key=value overrides)");
 
+  a.worker_cmd = app.add_subcommand(
+      "worker", "join a running train job with rollouters, from this or another machine");
+  a.worker_cmd->add_option("--connect", a.worker.connect, "HOST:PORT of the train job's listener")
+      ->required();
+  a.worker_cmd->add_option("--rollouters", a.worker.rollouters, "rollouters in this process")
+      ->capture_default_str();
+  a.worker_cmd->add_option("--reward-workers", a.worker.reward_workers,
+                           "reward workers in this process (not supported yet)");
+  a.worker_cmd->add_option("--tls-dir", a.worker.tls_dir,
+                           "DIR with ca.pem, node.pem, node.key (scripts/make-certs.sh)");
+  a.worker_cmd->add_option("overrides", a.worker.overrides,
+                           "this machine's settings: runtime.device=..., rollout.threads=..., "
+                           "cluster.tls.*=...");
   a.chaos_cmd = app.add_subcommand(
       "chaos", "fault-injection soak: short train runs, one fault kind each, invariants checked");
   a.chaos.attach(a.chaos_cmd, true);
@@ -182,6 +198,7 @@ int dispatch(const cli_args& a) {
   if (a.sft_cmd->parsed()) return run_sft_command(*a.sft.load());
   if (a.simulate_cmd->parsed()) return run_simulate_command(*a.simulate.load(), a.per_step);
   if (a.train_cmd->parsed()) return run_train(a);
+  if (a.worker_cmd->parsed()) return run_worker_command(a.worker);
   if (a.chaos_cmd->parsed())
     return run_chaos_command({a.chaos.path, a.chaos.overrides, a.chaos_rounds});
   if (a.eval_cmd->parsed()) return quietly(run_eval_command, a.eval);

@@ -11,11 +11,13 @@
 #include "actors/controller.hpp"
 #include "actors/env.hpp"
 #include "actors/run_checkpoint.hpp"
+#include "apps/asyncrl/cluster_setup.hpp"
 #include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/run_setup.hpp"
 #include "apps/asyncrl/signals.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/checkpoint/checkpoint_file.hpp"
+#include "runtime/cluster/address.hpp"
 #include "runtime/config/resume_compat.hpp"
 #include "runtime/config/run_config.hpp"
 #include "runtime/model/model_io.hpp"
@@ -87,8 +89,29 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
     // the compute. runtime.caf_threads overrides it for experiments.
     const auto caf_threads = cfg.runtime.caf_threads > 0 ? cfg.runtime.caf_threads : 1;
     sys_cfg.set("scheduler.max-threads", static_cast<size_t>(caf_threads));
+    const bool networked = cfg.cluster.listen != "off";
+    if (networked) configure_network(sys_cfg, cfg.cluster);
     caf::actor_system sys{sys_cfg};
     auto ctrl = spawn_controller(sys, ca);
+    if (networked) {
+      // Workers join here (asyncrl worker --connect HOST:PORT); the chosen port is printed and
+      // written to <run_dir>/cluster.json for scripts.
+      if (cfg.cluster.tls.enabled()) log_tls_refusals();
+      const auto host = split_host_port(cfg.cluster.listen).first;
+      uint16_t port = 0;
+      try {
+        port = publish_controller(sys, caf::actor_cast<caf::actor>(ctrl), cfg.cluster);
+      } catch (...) {
+        caf::anon_send_exit(ctrl, caf::exit_reason::user_shutdown);
+        throw;
+      }
+      if (!paths.run_dir.empty())
+        write_cluster_json(paths.run_dir, host, port, cfg.cluster.tls.enabled());
+      std::cerr << "cluster: listening on " << host << ":" << port
+                << (cfg.cluster.tls.enabled() ? " (TLS)" : "") << "; workers join with: asyncrl "
+                << "worker --connect " << host << ":" << port
+                << (cfg.cluster.tls.enabled() ? " --tls-dir DIR" : "") << std::endl;
+    }
     interrupt_watch signals([ctrl](int) { caf::anon_send(ctrl, interrupt_atom::value); });
     caf::scoped_actor self{sys};
     // A controller that dies without answering (killed) must not leave us waiting forever.

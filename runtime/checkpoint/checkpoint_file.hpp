@@ -35,7 +35,8 @@ struct checkpoint_file {
   std::map<std::string, std::string> sections;
 };
 
-constexpr uint32_t kCheckpointFormat = 1;
+// 2: scored samples carry their floats as raw bits (messages/float_bits.hpp).
+constexpr uint32_t kCheckpointFormat = 2;
 
 /// A checkpoint that cannot be used: what is wrong and with which file.
 struct checkpoint_error : std::runtime_error {

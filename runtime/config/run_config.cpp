@@ -1,5 +1,7 @@
 #include "runtime/config/run_config.hpp"
 
+#include "runtime/cluster/address.hpp"
+
 namespace asyncrl {
 
 using namespace checks;
@@ -82,7 +84,9 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
     return (v > 0 && v <= 1) ? std::string() : std::string("must be in (0, 1]");
   });
   s.add("rollout.max_new_tokens", &rollout.max_new_tokens, "response length limit", positive_int());
-  s.add("rollout.num_workers", &rollout.num_workers, "rollout workers", positive_int());
+  s.add("rollout.num_workers", &rollout.num_workers,
+        "rollout workers in this process; 0 = only remote ones (asyncrl worker)",
+        non_negative_int());
   s.add("rollout.max_batch", &rollout.max_batch, "KV-cache slots per worker", positive_int());
   s.add("rollout.chunk_tokens", &rollout.chunk_tokens,
         "decode steps between control-message checks", positive_int());
@@ -318,6 +322,27 @@ void bind_faults(config_schema& s, faults_section& f) {
         "the checkpoint written after this step is damaged on disk");
 }
 
+void bind_cluster(config_schema& s, cluster_section& c) {
+  s.add("cluster.listen", &c.listen,
+        "train: host:port where workers join (port 0 = any free port, written to "
+        "<run_dir>/cluster.json); off = no listener",
+        [](const std::string& v) { return v == "off" ? std::string() : check_host_port(v); });
+  s.add("cluster.allow_insecure", &c.allow_insecure,
+        "allow plain TCP on an address other than loopback (anyone who can reach the port can "
+        "join the run and read the weights)");
+  s.add("cluster.tls.certificate", &c.tls.certificate,
+        "this node's certificate chain (PEM); with cluster.tls.key and cluster.tls.ca turns on "
+        "TLS with mutual authentication");
+  s.add("cluster.tls.key", &c.tls.key, "this node's private key (PEM)");
+  s.add("cluster.tls.ca", &c.tls.ca, "the CA every peer's certificate must be signed by (PEM)");
+  s.add("cluster.chunk_bytes", &c.chunk_bytes,
+        "weights cross the network in chunks of this many bytes", int_at_least(1024));
+  s.add("cluster.request_timeout_ms", &c.request_timeout_ms,
+        "bound of every request to a remote node (join, weight chunk, load); a node that misses "
+        "it is dropped and its work regenerated",
+        positive_int());
+}
+
 }  // namespace
 
 void run_config::bind(config_schema& s) {
@@ -336,6 +361,7 @@ void run_config::bind(config_schema& s) {
   bind_checkpoint(s, checkpoint);
   bind_supervision(s, supervision);
   bind_faults(s, faults);
+  bind_cluster(s, cluster);
 }
 
 namespace {
@@ -396,6 +422,23 @@ void cross_check(const loaded_config& lc) {
                   : " (require_batches * ppo_mini_batch_size: one local update)"));
   if (c.reward.function == reward_function::prefix && c.reward.prefix.empty())
     fail("reward.prefix", "must not be empty with reward.function=prefix");
+  const auto& tls = c.cluster.tls;
+  const int tls_keys = !tls.certificate.empty() + !tls.key.empty() + !tls.ca.empty();
+  if (tls_keys != 0 && tls_keys != 3)
+    fail(tls.certificate.empty() ? "cluster.tls.certificate"
+         : tls.key.empty()       ? "cluster.tls.key"
+                                 : "cluster.tls.ca",
+         "must be set: TLS needs cluster.tls.certificate, cluster.tls.key and cluster.tls.ca "
+         "together (scripts/make-certs.sh makes a test set)");
+  if (c.rollout.num_workers == 0 && c.cluster.listen == "off")
+    fail("rollout.num_workers",
+         "0 (remote rollouters only) needs cluster.listen: workers could never join");
+  if (c.cluster.listen != "off" && !tls.enabled() && !c.cluster.allow_insecure &&
+      !is_loopback_host(split_host_port(c.cluster.listen).first))
+    fail("cluster.listen",
+         "'" + c.cluster.listen +
+             "' is not a loopback address and TLS is off: set cluster.tls.certificate, "
+             "cluster.tls.key and cluster.tls.ca, or cluster.allow_insecure=true");
 }
 
 // fully_async with the coupled loss: samples can be stale, and an old policy reset at every
@@ -422,6 +465,18 @@ std::unique_ptr<loaded_config> load_config(const std::string& path,
   auto lc = std::make_unique<loaded_config>();
   lc->cfg.bind(lc->schema);
   if (!path.empty()) lc->schema.load_yaml_file(path);
+  for (auto& o : overrides)
+    lc->schema.apply_override(o);
+  cross_check(*lc);
+  resolve_defaults(*lc);
+  return lc;
+}
+
+std::unique_ptr<loaded_config> load_config_text(const std::string& yaml, const std::string& name,
+                                                const std::vector<std::string>& overrides) {
+  auto lc = std::make_unique<loaded_config>();
+  lc->cfg.bind(lc->schema);
+  lc->schema.load_yaml_text(yaml, name);
   for (auto& o : overrides)
     lc->schema.apply_override(o);
   cross_check(*lc);

@@ -26,6 +26,7 @@ struct run_config {
   checkpoint_section checkpoint;
   supervision_section supervision;
   faults_section faults;
+  cluster_section cluster;
 
   /// Binds every field to its dotted key with help text and checks.
   void bind(config_schema& schema);
@@ -41,5 +42,8 @@ struct loaded_config {
 /// cross-key checks. Throws config_error naming file:line or the argument, and the key.
 std::unique_ptr<loaded_config> load_config(const std::string& path,
                                            const std::vector<std::string>& overrides);
+/// The same from YAML text; `name` stands for the file in error messages.
+std::unique_ptr<loaded_config> load_config_text(const std::string& yaml, const std::string& name,
+                                                const std::vector<std::string>& overrides);
 
 }  // namespace asyncrl

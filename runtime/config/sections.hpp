@@ -199,6 +199,24 @@ struct faults_section {
   int64_t corrupt_checkpoint_at_step = 0;  // the checkpoint of this step is damaged on disk
 };
 
+/// TLS for the cluster's connections: all three set, or none (docs/cluster.md).
+struct cluster_tls_config {
+  std::string certificate;  // this node's certificate chain (PEM)
+  std::string key;          // its private key (PEM)
+  std::string ca;           // peers must present a certificate signed by this CA (PEM)
+  bool enabled() const { return !certificate.empty(); }
+};
+
+/// Networked deployment: `asyncrl train` publishes its controller here and `asyncrl worker`
+/// processes join it with rollouters (docs/cluster.md).
+struct cluster_section {
+  std::string listen = "127.0.0.1:0";  // host:port; port 0 = any free one; "off" = no listener
+  bool allow_insecure = false;         // plain TCP on a non-loopback address
+  cluster_tls_config tls;
+  int64_t chunk_bytes = 4 << 20;       // weights cross the network in chunks of this size
+  int64_t request_timeout_ms = 30000;  // bound of every request to a remote node
+};
+
 /// `asyncrl simulate`: devices and per-device costs of the discrete-event model.
 struct simulate_section {
   std::string calibration;  // JSON from bench/bench_calibrate; its costs replace the keys below

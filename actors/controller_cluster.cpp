@@ -1,0 +1,141 @@
+// The controller's side of networked deployment (docs/cluster.md): worker processes join with
+// their rollouters, and a worker that dies or is cut off is fenced and its work regenerated.
+// Remote actors are monitored, not linked: a lost connection arrives as a down message.
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include "actors/controller_state.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+void tell_queue_members(ctrl_ptr self) {
+  auto& st = self->state;
+  self->send(st.queue, members_atom::value, static_cast<int32_t>(st.rollouters.size()));
+}
+
+// One remote rollouter is gone: nothing it sends counts any more (fenced here and, through
+// the settle, at the Reward), and its unfinished prompts are regenerated once every message it
+// sent before has been handled (the requeue goes to the back of our mailbox).
+void drop_remote_worker(ctrl_ptr self, int32_t worker, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.rollouters.find(worker);
+  if (it == st.rollouters.end()) return;
+  const auto addr = caf::actor_cast<caf::actor_addr>(it->second);
+  spdlog::warn("cluster: rollouter {} lost: {}", worker, why);
+  st.fenced.insert(addr);
+  self->demonitor(addr);
+  self->send_exit(it->second, caf::exit_reason::user_shutdown);  // if it is still out there
+  st.rollouters.erase(it);
+  st.worker_of.erase(addr);
+  st.roles.erase(addr);
+  ++st.result.remote_rollouters_lost;
+  forget_incarnation(self, worker);
+  self->send(self, requeue_atom::value, worker, addr);
+}
+
+}  // namespace
+
+caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
+  auto& st = self->state;
+  if (st.shutting_down) return caf::make_error(caf::sec::runtime_error, "the run is shutting down");
+  if (req.rollouters <= 0 || !req.agent)
+    return caf::make_error(caf::sec::invalid_argument,
+                           "a worker must bring at least one rollouter and its agent");
+  const auto first = st.next_worker;
+  st.next_worker += req.rollouters;
+  const auto agent_addr = caf::actor_cast<caf::actor_addr>(req.agent);
+  auto& node = st.nodes[agent_addr];
+  node.agent = req.agent;
+  node.host = req.host;
+  node.pid = req.pid;
+  self->monitor(req.agent);
+  spdlog::info("cluster: worker {} (pid {}) joins with {} rollouter(s), ids {}..{}", req.host,
+               req.pid, req.rollouters, first, first + req.rollouters - 1);
+  // The answer leaves before the synchronizer starts sending weights, so the agent knows the
+  // run's config before the first chunk arrives (both travel the same connection, in order).
+  auto rp = self->make_response_promise<join_reply>();
+  rp.deliver(join_reply{st.args.config_yaml, first, caf::actor_cast<caf::actor>(st.queue),
+                        caf::actor_cast<caf::actor>(st.reward), caf::actor_cast<caf::actor>(self)});
+  self->request(st.sync, caf::infinite, join_atom::value, req.agent, first, req.rollouters)
+      .then(
+          [self, agent_addr, first](std::vector<caf::actor>& rs) {
+            auto& st = self->state;
+            auto n = st.nodes.find(agent_addr);
+            if (st.shutting_down || n == st.nodes.end()) {
+              for (auto& r : rs)
+                self->send_exit(r, caf::exit_reason::user_shutdown);
+              return;
+            }
+            for (size_t i = 0; i < rs.size(); ++i) {
+              const auto w = first + static_cast<int32_t>(i);
+              auto r = caf::actor_cast<rollouter_actor>(rs[i]);
+              const auto addr = caf::actor_cast<caf::actor_addr>(r);
+              self->monitor(r);
+              st.rollouters[w] = r;
+              st.worker_of[addr] = w;
+              st.roles[addr] = "rollouter " + std::to_string(w) + " on " + n->second.host;
+              st.node_of[w] = agent_addr;
+              n->second.workers.push_back(w);
+              ++st.result.remote_rollouters_joined;
+              self->send(r, start_atom::value);
+            }
+            tell_queue_members(self);
+            spdlog::info("cluster: rollouter(s) {}..{} on {} are generating", first,
+                         first + static_cast<int32_t>(rs.size()) - 1, n->second.host);
+          },
+          [self, agent_addr](const caf::error& e) {
+            on_remote_lost(self, agent_addr, "join failed: " + self->system().render(e));
+          });
+  return rp;
+}
+
+void on_remote_lost(ctrl_ptr self, const caf::actor_addr& agent, const std::string& why) {
+  auto& st = self->state;
+  auto n = st.nodes.find(agent);
+  if (n == st.nodes.end()) return;
+  auto node = std::move(n->second);
+  st.nodes.erase(n);
+  self->demonitor(agent);
+  self->send_exit(node.agent, caf::exit_reason::user_shutdown);
+  if (st.shutting_down) return;
+  spdlog::warn("cluster: worker {} (pid {}) lost: {}", node.host, node.pid, why);
+  for (auto w : node.workers)
+    drop_remote_worker(self, w, "its worker process was lost: " + why);
+  self->send(st.sync, leave_atom::value, node.workers);
+  tell_queue_members(self);
+}
+
+void on_down(ctrl_ptr self, caf::down_msg& dm) {
+  auto& st = self->state;
+  const auto why = self->system().render(dm.reason);
+  if (st.nodes.count(dm.source)) {
+    on_remote_lost(self, dm.source, why);
+    return;
+  }
+  auto w = st.worker_of.find(dm.source);
+  if (w == st.worker_of.end() || st.shutting_down) return;
+  const auto worker = w->second;
+  // One rollouter of a live node (it crashed there): it is not restarted remotely.
+  if (auto a = st.node_of.find(worker); a != st.node_of.end())
+    if (auto n = st.nodes.find(a->second); n != st.nodes.end()) {
+      auto& ws = n->second.workers;
+      ws.erase(std::remove(ws.begin(), ws.end(), worker), ws.end());
+    }
+  drop_remote_worker(self, worker, why);
+  self->send(st.sync, leave_atom::value, std::vector<int32_t>{worker});
+  tell_queue_members(self);
+}
+
+void release_nodes(ctrl_ptr self) {
+  auto& st = self->state;
+  for (auto& [addr, n] : st.nodes) {
+    self->demonitor(addr);
+    self->send(caf::actor_cast<node_agent_actor>(n.agent), stop_atom::value);
+  }
+  st.nodes.clear();
+}
+
+}  // namespace asyncrl

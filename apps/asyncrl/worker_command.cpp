@@ -1,0 +1,124 @@
+#include "apps/asyncrl/worker_command.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
+#include "actors/env.hpp"
+#include "actors/node_agent.hpp"
+#include "apps/asyncrl/cluster_setup.hpp"
+#include "apps/asyncrl/signals.hpp"
+#include "messages/type_ids.hpp"
+#include "runtime/cluster/address.hpp"
+#include "runtime/common/progress.hpp"
+#include "runtime/config/run_config.hpp"
+#include "runtime/model/model_io.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+// The run's config comes from the controller; a worker may only set what concerns this
+// machine. Anything else would silently make its rollouts differ from the run's.
+const char* const kLocalKeys[] = {
+    "cluster.tls.certificate",    "cluster.tls.key", "cluster.tls.ca",
+    "cluster.request_timeout_ms", "runtime.device",  "runtime.log_level",
+    "runtime.caf_threads",        "rollout.threads", "model.path"};
+
+void check_local(const std::vector<std::string>& overrides) {
+  for (auto& o : overrides) {
+    const auto key = o.substr(0, o.find('='));
+    if (std::find(std::begin(kLocalKeys), std::end(kLocalKeys), key) == std::end(kLocalKeys)) {
+      std::string keys;
+      for (auto* k : kLocalKeys)
+        keys += std::string(keys.empty() ? "" : ", ") + k;
+      throw config_error("worker: key '" + key +
+                         "' comes from the run's config (the controller's); a worker may set "
+                         "only " +
+                         keys);
+    }
+  }
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+int run_worker_command(const worker_options& opt) {
+  if (opt.reward_workers > 0)
+    throw config_error(
+        "worker: --reward-workers is not supported yet; reward workers run in the train process "
+        "(reward.num_workers)");
+  if (opt.rollouters < 1) throw config_error("worker: --rollouters must be at least 1");
+  auto overrides = opt.overrides;
+  check_local(overrides);
+  if (!opt.tls_dir.empty()) {
+    overrides.push_back("cluster.tls.certificate=" + opt.tls_dir + "/node.pem");
+    overrides.push_back("cluster.tls.key=" + opt.tls_dir + "/node.key");
+    overrides.push_back("cluster.tls.ca=" + opt.tls_dir + "/ca.pem");
+  }
+  // This node's own settings: defaults plus the overrides (the run's config arrives later).
+  auto local = load_config("", overrides);
+  init_logging(local->cfg.runtime.log_level);
+  std::pair<std::string, uint16_t> where;
+  try {
+    where = split_host_port(opt.connect);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(std::string("worker: --connect: ") + e.what());
+  }
+  const auto& cluster = local->cfg.cluster;
+
+  caf::actor_system_config sys_cfg;
+  register_message_types(sys_cfg);
+  sys_cfg.set("scheduler.max-threads",
+              static_cast<size_t>(std::max<int64_t>(1, local->cfg.runtime.caf_threads)));
+  configure_network(sys_cfg, cluster);
+  caf::actor_system sys{sys_cfg};
+  auto ctrl = connect_controller(sys, where.first, where.second, cluster);
+  spdlog::info("worker: connected to {}{}", opt.connect, cluster.tls.enabled() ? " (TLS)" : "");
+
+  node_agent_args na;
+  na.controller = caf::actor_cast<controller_actor>(ctrl);
+  na.rollouters = opt.rollouters;
+  na.host = hostname();
+  na.pid = static_cast<int32_t>(getpid());
+  na.timeout = std::chrono::milliseconds(cluster.request_timeout_ms);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  na.make_env = [overrides, n = opt.rollouters, cores](const std::string& yaml) {
+    auto run = load_config_text(yaml, "the controller's config", overrides);
+    auto cfg = run->cfg;
+    // This process's rollouters share its cores (unless rollout.threads says otherwise).
+    cfg.rollout.num_workers = n;
+    if (cfg.rollout.threads == 0) cfg.rollout.threads = std::max(1, cores / n);
+    // The architecture and tokenizer; the weights arrive from the controller.
+    auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, torch::Device(torch::kCPU));
+    return make_env(cfg, policy.config, *policy.tokenizer, /*detached=*/true);
+  };
+  auto agent = spawn_node_agent(sys, std::move(na));
+  // SIGINT/SIGTERM: leave the run; the controller regenerates what our rollouters held.
+  interrupt_watch signals([agent](int) {
+    caf::anon_send(caf::actor_cast<caf::actor>(agent),
+                   caf::exit_msg{caf::actor_addr{},
+                                 caf::make_error(caf::sec::runtime_error, "worker interrupted")});
+  });
+  caf::scoped_actor self{sys};
+  self->monitor(agent);
+  int code = 0;
+  self->receive([&](caf::down_msg& dm) {
+    if (dm.reason) {
+      std::cerr << "worker: stopped: " << sys.render(dm.reason) << std::endl;
+      code = 1;
+    }
+  });
+  return code;
+}
+
+}  // namespace asyncrl

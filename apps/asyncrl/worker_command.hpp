@@ -1,0 +1,23 @@
+#pragma once
+
+// `asyncrl worker`: a process that joins a running `asyncrl train` with rollouters
+// (docs/cluster.md). Torch-free header.
+
+#include <string>
+#include <vector>
+
+namespace asyncrl {
+
+struct worker_options {
+  std::string connect;  // HOST:PORT of the controller (train's cluster.listen)
+  int32_t rollouters = 1;
+  int32_t reward_workers = 0;  // not supported yet: refused when > 0
+  std::string tls_dir;         // DIR/ca.pem, DIR/node.pem, DIR/node.key (scripts/make-certs.sh)
+  std::vector<std::string> overrides;  // keys a worker may set for itself (see the .cpp)
+};
+
+/// Joins, generates until the run is over or the controller is gone. Exit codes: 0 when the
+/// run ended, 1 when the controller was lost or refused us, 2 for bad arguments.
+int run_worker_command(const worker_options& opt);
+
+}  // namespace asyncrl

@@ -1,0 +1,63 @@
+#pragma once
+
+// Messages between `asyncrl train` (the controller's node) and `asyncrl worker` processes
+// (docs/cluster.md). Plain data with inspect(); handles travel as caf::actor (CAF turns them
+// into proxies on the other node).
+
+#include <caf/actor.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace asyncrl {
+
+/// A worker process asks to join the run.
+struct join_request {
+  std::string host;        // the worker's hostname (logs)
+  int32_t pid = 0;         // its process id (logs)
+  int32_t rollouters = 0;  // rollouters it will host
+  caf::actor agent;        // its node agent (node_agent_actor)
+};
+
+/// The controller's answer: what the worker needs to build its rollouters.
+struct join_reply {
+  std::string config_yaml;   // the run's resolved config
+  int32_t first_worker = 0;  // its rollouters are workers first_worker .. first_worker + n - 1
+  caf::actor queue;          // queue_actor
+  caf::actor reward;         // reward_actor
+  caf::actor controller;     // controller_actor
+};
+
+/// One piece of a weight version on its way to a node. The pieces are msgpack bytes of the
+/// snapshot (pack_weights) cut at `offset`; the last one completes the version, which is used
+/// only if the SHA-256 of all its bytes equals `digest`.
+struct weight_chunk {
+  int64_t version = 0;
+  int32_t index = 0;  // 0 .. count - 1, sent in order
+  int32_t count = 0;
+  int64_t offset = 0;       // of these bytes in the whole
+  int64_t total_bytes = 0;  // of the whole
+  std::string digest;       // SHA-256 (hex) of the whole
+  std::vector<char> bytes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_request& x) {
+  return f(caf::meta::type_name("join_request"), x.host, x.pid, x.rollouters, x.agent);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
+  return f(caf::meta::type_name("join_reply"), x.config_yaml, x.first_worker, x.queue, x.reward,
+           x.controller);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, weight_chunk& x) {
+  return f(caf::meta::type_name("weight_chunk"), x.version, x.index, x.count, x.offset,
+           x.total_bytes, x.digest, x.bytes);
+}
+
+}  // namespace asyncrl

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Multi-process tests of networked deployment (ctest label `cluster`): `asyncrl train` with
+# remote rollouters in `asyncrl worker` processes, on loopback only. Every process this script
+# starts is killed on exit, and every wait is bounded.
+#
+# usage: cluster_test.sh ASYNCRL WORK_DIR CASE
+#   accounting MODE   2 worker processes, no local rollouter: the run completes in MODE and
+#                     every hop of the accounting identity holds; the ledger has each seq once
+#   theorem1          periodic with 2 remote rollouters ends with the same weights as sync in
+#                     one process (Theorem 1 across processes; generation is deterministic)
+#   kill              3 workers, one is SIGKILLed mid-run: nothing lost or trained twice
+#   cutoff            3 workers, one is frozen (SIGSTOP: its connection stays open, it answers
+#                     nothing): it is dropped at the next sync's deadline and the run completes;
+#                     thawed, whatever it still sends is fenced off
+#   join              a worker joins a running periodic job and starts at the current version
+#   tls               mutual TLS: a plain-TCP peer, an anonymous-TLS peer and a peer from
+#                     another CA are refused at the handshake (and logged); one from the CA joins
+set -euo pipefail
+
+BIN=$(readlink -f "${1:?asyncrl binary}")
+WORK=${2:?work dir}
+CASE=${3:?case}
+MODE=${4:-periodic}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CFG=$ROOT/configs/chaos/base.yaml
+# 16 steps of the tiny chaos run; no checkpoints; quick failure if something stalls.
+COMMON=(trainer.total_steps=16 checkpoint.every_steps=0 runtime.progress_timeout_s=30
+        runtime.log_level=info cluster.request_timeout_ms=5000)
+
+pids=()
+cleanup() {
+  # Each pid is a `timeout` wrapper: its asyncrl child first, then the wrapper.
+  for p in "${pids[@]}"; do pkill -9 -P "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+fail() { echo "FAIL: $*"; for f in "$WORK"/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+# start_train NAME ARGS...: runs `asyncrl train` in the background (bounded), sets TRAIN_PID.
+start_train() {
+  local name=$1
+  shift
+  timeout 240 "$BIN" train -c "$CFG" "${COMMON[@]}" runtime.run_dir="$WORK/$name" "$@" \
+    >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  TRAIN_PID=$!
+  pids+=("$TRAIN_PID")
+}
+
+# port_of RUN_DIR: waits (bounded) for cluster.json and prints the port.
+port_of() {
+  for _ in $(seq 300); do
+    if [[ -f "$1/cluster.json" ]]; then
+      python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$1/cluster.json"
+      return
+    fi
+    kill -0 "$TRAIN_PID" 2>/dev/null || fail "train exited before listening"
+    sleep 0.1
+  done
+  fail "no $1/cluster.json after 30 s"
+}
+
+# start_worker NAME PORT ARGS...: an `asyncrl worker` in the background; sets WORKER_PID.
+start_worker() {
+  local name=$1 port=$2
+  shift 2
+  timeout 240 "$BIN" worker --connect "127.0.0.1:$port" "$@" >"$WORK/$name.log" 2>&1 &
+  WORKER_PID=$!
+  pids+=("$WORKER_PID")
+}
+
+wait_train() {
+  local rc=0
+  wait "$TRAIN_PID" || rc=$?
+  [[ $rc -eq 0 ]] || fail "train exited with $rc"
+}
+
+# check_summary RUN_DIR [min joined] [min lost]: the accounting identity, hop by hop, and the
+# ledger: every schedule position trained or dropped exactly once.
+check_summary() {
+  python3 - "$1" "${2:-0}" "${3:-0}" <<'PY'
+import json, sys
+run, joined, lost = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = json.load(open(run + "/summary.json"))
+def need(ok, what):
+    if not ok:
+        print("FAIL:", what, json.dumps({k: s.get(k) for k in (
+            "status", "error", "groups_generated", "groups_trained", "groups_dropped",
+            "groups_in_flight", "remote_rollouters_joined", "remote_rollouters_lost")}))
+        sys.exit(1)
+need(s["status"] == "completed", "status")
+need(s["groups_generated"] == s["groups_trained"] + s["groups_dropped"] + s["groups_in_flight"],
+     "generated = trained + dropped + in flight")
+need(s["reward"]["received"] == s["groups_generated"], "rollouters -> reward")
+need(s["reward"]["forwarded"] == s["queue"]["received"], "reward -> queue")
+need(s["queue"]["delivered"] == s["trainer"]["received"], "queue -> trainer")
+need(s["groups_trained"] > 0, "something trained")
+need(s["remote_rollouters_joined"] >= joined, "rollouters joined")
+need(s["remote_rollouters_lost"] >= lost, "rollouters lost")
+l = json.load(open(run + "/ledger.json"))
+seqs = l["trained"] + l["dropped"]
+need(len(seqs) == len(set(seqs)), "a schedule position trained or dropped twice")
+need(sorted(seqs + l["in_flight"]) == list(range(l["next_seq"])), "a schedule position lost")
+print("ok:", run, "generated", s["groups_generated"], "trained", s["groups_trained"],
+      "joined", s["remote_rollouters_joined"], "lost", s["remote_rollouters_lost"])
+PY
+}
+
+case "$CASE" in
+  accounting)
+    start_train run rollout.num_workers=0 async_training.mode="$MODE"
+    port=$(port_of "$WORK/run")
+    start_worker w1 "$port"
+    start_worker w2 "$port"
+    wait_train
+    check_summary "$WORK/run" 2 0 || fail "accounting ($MODE)"
+    # Both workers leave on their own once the run is over.
+    for p in "${pids[@]:1}"; do
+      rc=0; wait "$p" || rc=$?
+      [[ $rc -eq 0 ]] || fail "a worker exited with $rc after the run"
+    done
+    ;;
+  theorem1)
+    start_train sync async_training.mode=sync rollout.num_workers=2 cluster.listen=off
+    wait_train
+    start_train remote async_training.mode=periodic rollout.num_workers=0
+    port=$(port_of "$WORK/remote")
+    start_worker w1 "$port"
+    start_worker w2 "$port"
+    wait_train
+    check_summary "$WORK/remote" 2 0 || fail "accounting (theorem1)"
+    a=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_sha256"])' "$WORK/sync/summary.json")
+    b=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_sha256"])' "$WORK/remote/summary.json")
+    [[ -n "$a" && "$a" == "$b" ]] || fail "sync in one process ($a) != periodic with remote rollouters ($b)"
+    echo "ok: params_sha256 $a in both"
+    ;;
+  kill)
+    start_train run rollout.num_workers=0 trainer.total_steps=40
+    port=$(port_of "$WORK/run")
+    start_worker w1 "$port"
+    start_worker w2 "$port"
+    start_worker w3 "$port"
+    wrapper=$WORKER_PID
+    # Kill one once training is under way (metrics.jsonl has 5 steps), bounded.
+    for _ in $(seq 600); do
+      [[ -f "$WORK/run/metrics.jsonl" && $(wc -l <"$WORK/run/metrics.jsonl") -ge 5 ]] && break
+      sleep 0.1
+    done
+    [[ $(wc -l <"$WORK/run/metrics.jsonl") -ge 5 ]] || fail "no progress before the kill"
+    victim=$(pgrep -P "$wrapper")  # the asyncrl process itself, not its timeout wrapper
+    [[ -n "$victim" ]] || fail "worker 3 is not running"
+    kill -9 "$victim"
+    echo "killed worker $victim after $(wc -l <"$WORK/run/metrics.jsonl") steps"
+    wait_train
+    check_summary "$WORK/run" 3 1 || fail "accounting after a SIGKILL"
+    ;;
+  cutoff)
+    start_train run rollout.num_workers=0 trainer.total_steps=40
+    port=$(port_of "$WORK/run")
+    start_worker w1 "$port"
+    start_worker w2 "$port"
+    start_worker w3 "$port"
+    wrapper=$WORKER_PID
+    for _ in $(seq 600); do
+      [[ -f "$WORK/run/metrics.jsonl" && $(wc -l <"$WORK/run/metrics.jsonl") -ge 5 ]] && break
+      sleep 0.1
+    done
+    victim=$(pgrep -P "$wrapper")
+    [[ -n "$victim" ]] || fail "worker 3 is not running"
+    kill -STOP "$victim"
+    echo "froze worker $victim after $(wc -l <"$WORK/run/metrics.jsonl") steps"
+    # Thaw it once the controller has dropped it (bounded), so that it talks again mid-run.
+    for _ in $(seq 300); do
+      grep -q "dropping worker node" "$WORK/run.log" && break
+      sleep 0.1
+    done
+    grep -q "dropping worker node" "$WORK/run.log" || fail "the frozen worker was not dropped"
+    kill -CONT "$victim"
+    wait_train
+    check_summary "$WORK/run" 3 1 || fail "accounting after a cut-off worker"
+    ;;
+  join)
+    # One local rollouter; a worker joins once a few syncs have happened. Periodic is
+    # on-policy: a group generated under anything but the current weights would show as a
+    # delivered staleness above 0.
+    start_train run rollout.num_workers=1 trainer.total_steps=30
+    port=$(port_of "$WORK/run")
+    for _ in $(seq 600); do
+      [[ -f "$WORK/run/metrics.jsonl" && $(wc -l <"$WORK/run/metrics.jsonl") -ge 4 ]] && break
+      sleep 0.1
+    done
+    at=$(wc -l <"$WORK/run/metrics.jsonl")
+    [[ $at -ge 4 ]] || fail "no progress before the join"
+    start_worker w1 "$port"
+    wait_train
+    check_summary "$WORK/run" 1 0 || fail "accounting (join)"
+    v=$(sed -n 's/.*started at weight version \([0-9]*\).*/\1/p' "$WORK/w1.log")
+    [[ -n "$v" && $v -ge $at ]] || fail "the worker started at version '$v', the run was at step $at"
+    python3 - "$WORK/run" <<'PY' || fail "join: the new rollouter did no work, or trained groups were stale"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+remote = [r for r in s["rollouters"] if r["worker"] >= 1]
+assert remote and remote[0]["groups_completed"] > 0, s["rollouters"]
+assert s["queue"]["max_delivered_staleness"] == 0, s["queue"]
+print("ok: the joined rollouter generated", remote[0]["groups_completed"], "groups, staleness 0")
+PY
+    echo "ok: joined at version $v (the run had $at steps)"
+    ;;
+  tls)
+    bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-a" >/dev/null
+    bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-b" >/dev/null
+    A=$WORK/ca-a
+    start_train run rollout.num_workers=0 trainer.total_steps=6 cluster.tls.certificate="$A/node.pem" \
+      cluster.tls.key="$A/node.key" cluster.tls.ca="$A/ca.pem"
+    port=$(port_of "$WORK/run")
+    # refused: plain TCP, then a certificate from another CA (each exits non-zero, bounded)
+    rc=0; timeout 60 "$BIN" worker --connect "127.0.0.1:$port" >"$WORK/plain.log" 2>&1 || rc=$?
+    [[ $rc -ne 0 && $rc -ne 124 ]] || fail "a plain-TCP worker was not refused (rc $rc)"
+    rc=0; timeout 60 "$BIN" worker --connect "127.0.0.1:$port" --tls-dir "$WORK/ca-b" \
+      >"$WORK/wrong-ca.log" 2>&1 || rc=$?
+    [[ $rc -ne 0 && $rc -ne 124 ]] || fail "a worker from another CA was not refused (rc $rc)"
+    # refused: anonymous TLS (no certificate, the anonymous cipher CAF uses without one)
+    rc=0; timeout 20 openssl s_client -connect "127.0.0.1:$port" -tls1_2 \
+      -cipher 'aNULL:@SECLEVEL=0' </dev/null >"$WORK/anon.log" 2>&1 || rc=$?
+    grep -q "Cipher is (NONE)\|handshake failure\|alert" "$WORK/anon.log" ||
+      fail "the anonymous TLS client was not refused"
+    # accepted: the right CA; the run completes with it
+    start_worker good "$port" --tls-dir "$A"
+    wait_train
+    check_summary "$WORK/run" 1 0 || fail "accounting (tls)"
+    n=$(grep -c "refused a connection from 127.0.0.1" "$WORK/run.log" || true)
+    [[ $n -ge 3 ]] || fail "the controller logged $n refusals, expected 3"
+    echo "ok: 3 refusals logged, the worker with the run's CA joined"
+    ;;
+  *)
+    echo "unknown case $CASE"; exit 2 ;;
+esac
