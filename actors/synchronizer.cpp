@@ -261,16 +261,8 @@ void stage_node(sync_ptr self, caf::actor agent, int64_t version,
   *send_next = [=]() {
     while (!p->over && p->sent < count && p->sent - p->acked < 4) {
       const auto i = p->sent++;
-      const auto span = chunk_at(total, chunk, i);
-      weight_chunk c;
-      c.version = version;
-      c.index = i;
-      c.count = count;
-      c.offset = span.offset;
-      c.total_bytes = total;
-      c.digest = digest;
-      c.bytes.assign(packed->begin() + span.offset, packed->begin() + span.offset + span.size);
-      self->request(h, timeout, stage_atom::value, std::move(c))
+      self->request(h, timeout, stage_atom::value,
+                    make_weight_chunk(*packed, version, chunk, i, digest))
           .then(
               [=](int64_t) {
                 if (p->over) return;
@@ -316,6 +308,10 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
   std::vector<std::pair<caf::actor_addr, caf::actor>> to_stage;
   for (auto& [addr, n] : st.nodes)
     if (n.staged != v) to_stage.emplace_back(addr, n.agent);
+  if (!to_stage.empty() && !run->packed) {  // an empty snapshot: nothing a node could load
+    finish(self, run, false, "weight sync v" + std::to_string(v) + ": no weights to send");
+    return;
+  }
   for (auto& [addr, agent] : to_stage)
     run->nodes.insert(addr);
   const auto a = run->attempt;

@@ -363,16 +363,8 @@ caf::behavior stager_actor(caf::event_based_actor* self, std::shared_ptr<stage_j
     *send_next = [=]() {
       while (!p->over && p->sent < count && p->sent - p->acked < window) {
         const auto i = p->sent++;
-        const auto span = chunk_at(total, chunk, i);
-        weight_chunk c;
-        c.version = version;
-        c.index = i;
-        c.count = count;
-        c.offset = span.offset;
-        c.total_bytes = total;
-        c.digest = digest;
-        c.bytes.assign(packed->begin() + span.offset, packed->begin() + span.offset + span.size);
-        self->request(target, kRequestTimeout, stage_atom::value, std::move(c))
+        self->request(target, kRequestTimeout, stage_atom::value,
+                      make_weight_chunk(*packed, version, chunk, i, digest))
             .then(
                 [=](int64_t) {
                   if (p->over) return;

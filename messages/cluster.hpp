@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cluster/weight_chunks.hpp"
+
 namespace asyncrl {
 
 /// A worker process asks to join the run.
@@ -42,6 +44,23 @@ struct weight_chunk {
   std::string digest;       // SHA-256 (hex) of the whole
   std::vector<char> bytes;
 };
+
+/// Chunk `index` of the packed bytes of `version` cut in pieces of `chunk_bytes`.
+inline weight_chunk make_weight_chunk(const std::vector<char>& packed, int64_t version,
+                                      int64_t chunk_bytes, int32_t index,
+                                      const std::string& digest) {
+  const auto total = static_cast<int64_t>(packed.size());
+  const auto span = chunk_at(total, chunk_bytes, index);
+  weight_chunk c;
+  c.version = version;
+  c.index = index;
+  c.count = chunk_count(total, chunk_bytes);
+  c.offset = span.offset;
+  c.total_bytes = total;
+  c.digest = digest;
+  c.bytes.assign(packed.begin() + span.offset, packed.begin() + span.offset + span.size);
+  return c;
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_request& x) {

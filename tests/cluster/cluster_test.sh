@@ -72,6 +72,21 @@ start_worker() {
   pids+=("$WORKER_PID")
 }
 
+# wait_steps RUN_DIR N: until metrics.jsonl has N steps (bounded: 60 s).
+wait_steps() {
+  for _ in $(seq 600); do
+    [[ -f "$1/metrics.jsonl" && $(wc -l <"$1/metrics.jsonl") -ge $2 ]] && break
+    sleep 0.1
+  done
+  [[ -f "$1/metrics.jsonl" && $(wc -l <"$1/metrics.jsonl") -ge $2 ]] || fail "no $2 steps in 60 s"
+}
+
+# asyncrl_of WRAPPER_PID: the asyncrl process itself, not its timeout wrapper (sets VICTIM).
+asyncrl_of() {
+  VICTIM=$(pgrep -P "$1" || true)
+  [[ -n "$VICTIM" ]] || fail "worker $1 is not running"
+}
+
 wait_train() {
   local rc=0
   wait "$TRAIN_PID" || rc=$?
@@ -143,15 +158,9 @@ case "$CASE" in
     start_worker w1 "$port"
     start_worker w2 "$port"
     start_worker w3 "$port"
-    wrapper=$WORKER_PID
-    # Kill one once training is under way (metrics.jsonl has 5 steps), bounded.
-    for _ in $(seq 600); do
-      [[ -f "$WORK/run/metrics.jsonl" && $(wc -l <"$WORK/run/metrics.jsonl") -ge 5 ]] && break
-      sleep 0.1
-    done
-    [[ $(wc -l <"$WORK/run/metrics.jsonl") -ge 5 ]] || fail "no progress before the kill"
-    victim=$(pgrep -P "$wrapper")  # the asyncrl process itself, not its timeout wrapper
-    [[ -n "$victim" ]] || fail "worker 3 is not running"
+    wait_steps "$WORK/run" 5  # training is under way
+    asyncrl_of "$WORKER_PID"
+    victim=$VICTIM
     kill -9 "$victim"
     echo "killed worker $victim after $(wc -l <"$WORK/run/metrics.jsonl") steps"
     wait_train
@@ -163,13 +172,9 @@ case "$CASE" in
     start_worker w1 "$port"
     start_worker w2 "$port"
     start_worker w3 "$port"
-    wrapper=$WORKER_PID
-    for _ in $(seq 600); do
-      [[ -f "$WORK/run/metrics.jsonl" && $(wc -l <"$WORK/run/metrics.jsonl") -ge 5 ]] && break
-      sleep 0.1
-    done
-    victim=$(pgrep -P "$wrapper")
-    [[ -n "$victim" ]] || fail "worker 3 is not running"
+    wait_steps "$WORK/run" 5
+    asyncrl_of "$WORKER_PID"
+    victim=$VICTIM
     kill -STOP "$victim"
     echo "froze worker $victim after $(wc -l <"$WORK/run/metrics.jsonl") steps"
     # Thaw it once the controller has dropped it (bounded), so that it talks again mid-run.
@@ -188,12 +193,8 @@ case "$CASE" in
     # delivered staleness above 0.
     start_train run rollout.num_workers=1 trainer.total_steps=30
     port=$(port_of "$WORK/run")
-    for _ in $(seq 600); do
-      [[ -f "$WORK/run/metrics.jsonl" && $(wc -l <"$WORK/run/metrics.jsonl") -ge 4 ]] && break
-      sleep 0.1
-    done
+    wait_steps "$WORK/run" 4
     at=$(wc -l <"$WORK/run/metrics.jsonl")
-    [[ $at -ge 4 ]] || fail "no progress before the join"
     start_worker w1 "$port"
     wait_train
     check_summary "$WORK/run" 1 0 || fail "accounting (join)"

@@ -1,0 +1,671 @@
+// The synchronizer with remote rollouters (worker nodes), against scripted fakes under CAF's
+// test coordinator: a node joins (weights in chunks, then launch), every publish stages the new
+// version on each node before anyone pauses, and a node that fails a step is dropped while the
+// sync goes on with the others. No sleeps, no wall-clock waits: a deadline fires only when the
+// test triggers it.
+
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/env.hpp"
+#include "actors/synchronizer.hpp"
+#include "messages/cluster.hpp"
+#include "runtime/cluster/weight_chunks.hpp"
+#include "runtime/model/weight_blob.hpp"
+#include "tests/actor_harness.hpp"
+
+using namespace asyncrl;
+
+namespace {
+
+constexpr int64_t chunk_bytes = 1024;  // cluster.chunk_bytes' minimum: many chunks per version
+
+// Tells the fake agent to answer its oldest held chunk. The agent answers from inside its own
+// handler: a response promise delivered from the test's thread would enqueue through the
+// agent's execution unit, which under the test coordinator is a stack object that is gone once
+// the agent's last job returned (use after scope, a crash).
+using release_atom = caf::atom_constant<caf::atom("release")>;
+
+// What the fakes saw, in the order they handled it (every actor runs in the test's thread).
+struct log_t {
+  std::vector<std::string> events;
+  std::vector<std::pair<std::string, weight_snapshot>> loaded;  // rollouter name, snapshot
+  std::vector<int64_t> synced;
+  std::vector<std::pair<caf::actor, std::string>> lost;  // agent, why
+  std::vector<std::string> failures;
+};
+using log_ptr = std::shared_ptr<log_t>;
+
+/// Indices of the events that start with `prefix`.
+std::vector<size_t> where(const log_ptr& log, const std::string& prefix) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < log->events.size(); ++i)
+    if (log->events[i].rfind(prefix, 0) == 0) out.push_back(i);
+  return out;
+}
+
+/// The rest of each event that starts with `prefix`.
+std::vector<std::string> suffixes(const log_ptr& log, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (auto i : where(log, prefix))
+    out.push_back(log->events[i].substr(prefix.size()));
+  return out;
+}
+
+size_t count(const log_ptr& log, const std::string& prefix) {
+  return where(log, prefix).size();
+}
+
+controller_actor fake_controller(test::coordinated_system& cs, log_ptr log) {
+  return cs.track(
+      cs.sys().spawn([log](controller_actor::pointer) -> controller_actor::behavior_type {
+        return {
+            [](run_atom) -> run_result { return {}; },
+            [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
+            [](dropped_atom, uint64_t, bool) {},
+            [](progress_atom, rollout_progress&) {},
+            [](report_atom, step_report&) {},
+            [](checkpoint_atom, trainer_checkpoint&) {},
+            [](done_atom) {},
+            [log](fail_atom, std::string& why) { log->failures.push_back(why); },
+            [](interrupt_atom) {},
+            [](requeue_atom, int32_t, caf::actor_addr&) {},
+            [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
+            [log](lost_atom, caf::actor& agent, std::string& why) {
+              log->events.push_back("controller lost");
+              log->lost.emplace_back(agent, why);
+            },
+            [](watchdog_atom) {},
+        };
+      }));
+}
+
+queue_actor fake_queue(test::coordinated_system& cs, log_ptr log) {
+  return cs.track(cs.sys().spawn([log](queue_actor::pointer) -> queue_actor::behavior_type {
+    return {
+        [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
+        [](abandon_atom, int32_t, int64_t) {},
+        [](put_atom, scored_group&) {},
+        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
+        [log](synced_atom, int64_t v) {
+          log->events.push_back("queue synced v" + std::to_string(v));
+          log->synced.push_back(v);
+        },
+        [](lost_atom, int32_t, int64_t) {},
+        [](snapshot_atom) -> delivery { return {}; },
+        [](members_atom, int32_t) {},
+        [](stats_atom) -> queue_stats { return {}; },
+        [](stop_atom, int64_t) -> queue_stats { return {}; },
+    };
+  }));
+}
+
+// A rollouter (local, or one a node launched) that logs "<name> pause <token>",
+// "<name> load v<version>", "<name> resume <token>"; with `hang` it never answers a pause.
+rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::string name,
+                               bool hang = false) {
+  return cs.track(
+      cs.sys().spawn([=](rollouter_actor::pointer self) -> rollouter_actor::behavior_type {
+        auto held = std::make_shared<std::vector<caf::typed_response_promise<int64_t>>>();
+        return {
+            [](start_atom) {},
+            [](gen_atom) {},
+            [=](pause_atom, int64_t token) -> caf::result<int64_t> {
+              log->events.push_back(name + " pause " + std::to_string(token));
+              if (hang) {
+                held->push_back(self->make_response_promise<int64_t>());
+                return held->back();
+              }
+              return int64_t{0};
+            },
+            [=](load_atom, weight_snapshot& w) -> int64_t {
+              log->events.push_back(name + " load v" + std::to_string(w.version));
+              log->loaded.emplace_back(name, w);
+              return w.version;
+            },
+            [=](resume_atom, int64_t token) {
+              log->events.push_back(name + " resume " + std::to_string(token));
+            },
+            [](apply_atom) {},
+            [self](stop_atom) -> rollout_counts {
+              self->quit();
+              return {};
+            },
+        };
+      }));
+}
+
+// How the fake node agent behaves, and what it reassembled. The test may change the switches
+// between steps.
+struct agent_ctl {
+  bool hold_stage = false;  // keep every stage reply: the test releases them, or never does
+  bool fail_load = false;   // answer load with an error
+  std::vector<caf::actor> launched;  // what launch answers
+  // Unanswered chunks (index, promise), oldest first; release_atom answers the front one.
+  std::vector<std::pair<int32_t, caf::typed_response_promise<int64_t>>> held;
+  std::map<int64_t, std::vector<char>> staged;  // complete versions, as reassembled
+  std::map<int64_t, std::string> digests;       // the digest their chunks carried
+  std::vector<std::string> refusals;            // what the assembler refused
+};
+using ctl_ptr = std::shared_ptr<agent_ctl>;
+
+// A node agent that really reassembles the chunks (a version counts only if the whole matches
+// the digest) and logs "agent stage v<v> <index>/<count>", "agent launch v<v>",
+// "agent load v<v>"; "ack <index>" when it answers a held chunk.
+node_agent_actor fake_agent(test::coordinated_system& cs, log_ptr log, ctl_ptr ctl) {
+  return cs.track(
+      cs.sys().spawn([=](node_agent_actor::pointer self) -> node_agent_actor::behavior_type {
+        auto assembler = std::make_shared<weight_assembler>();
+        // release_atom is not part of the interface: it arrives untyped, here.
+        self->set_default_handler(
+            [=](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+              if (!x.content().match_elements<release_atom>() || ctl->held.empty())
+                return caf::sec::unexpected_message;
+              auto [index, rp] = ctl->held.front();
+              ctl->held.erase(ctl->held.begin());
+              log->events.push_back("ack " + std::to_string(index));
+              rp.deliver(int64_t{0});
+              return caf::message{};
+            });
+        return {
+            [=](stage_atom, weight_chunk& c) -> caf::result<int64_t> {
+              log->events.push_back("agent stage v" + std::to_string(c.version) + " " +
+                                    std::to_string(c.index) + "/" + std::to_string(c.count));
+              auto why = assembler->add(c.version, c.index, c.count, c.offset, c.total_bytes,
+                                        c.digest, c.bytes);
+              if (!why.empty()) {
+                ctl->refusals.push_back(why);
+                return caf::make_error(caf::sec::invalid_argument, why);
+              }
+              const auto so_far = assembler->received();
+              if (assembler->complete()) {
+                ctl->staged[c.version] = assembler->take();
+                ctl->digests[c.version] = c.digest;
+              }
+              if (ctl->hold_stage) {
+                ctl->held.emplace_back(c.index, self->make_response_promise<int64_t>());
+                return ctl->held.back().second;
+              }
+              return so_far;
+            },
+            [=](launch_atom, int64_t v) -> caf::result<std::vector<caf::actor>> {
+              log->events.push_back("agent launch v" + std::to_string(v));
+              if (!ctl->staged.count(v))
+                return caf::make_error(caf::sec::invalid_argument, "launch: v not staged");
+              return ctl->launched;
+            },
+            [=](load_atom, int64_t v) -> caf::result<int64_t> {
+              log->events.push_back("agent load v" + std::to_string(v));
+              if (ctl->fail_load)
+                return caf::make_error(caf::sec::runtime_error, "fake agent: load refused");
+              if (!ctl->staged.count(v))
+                return caf::make_error(caf::sec::invalid_argument, "load: v not staged");
+              return v;
+            },
+            [](stop_atom) {},
+        };
+      }));
+}
+
+env_ptr cluster_env(std::vector<std::string> overrides = {}) {
+  overrides.push_back("cluster.chunk_bytes=" + std::to_string(chunk_bytes));
+  auto lc = test::tiny_run_config(overrides);
+  auto tok = char_tokenizer::builtin();
+  return make_env(
+      lc->cfg,
+      model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
+      tok, /*detached=*/false);
+}
+
+// Weights built by hand (no model needed): 3,000 floats, about 12 KB packed, so a dozen chunks.
+weight_snapshot make_weights(int64_t version, float seed) {
+  auto b = std::make_shared<weight_blob>();
+  b->names = {"embed", "head"};
+  b->shapes = {{40, 50}, {1000}};
+  b->data.resize(3000);
+  for (size_t i = 0; i < b->data.size(); ++i)
+    b->data[i] = seed + 0.001f * static_cast<float>(i);
+  return weight_snapshot{version, b};
+}
+
+synchronizer_actor make_sync(test::coordinated_system& cs, const env_ptr& env, log_ptr log,
+                             weight_snapshot initial, std::vector<rollouter_actor> local) {
+  return cs.track(spawn_synchronizer(cs.sys(), synchronizer_args{env,
+                                                                 std::move(initial),
+                                                                 {},
+                                                                 std::move(local),
+                                                                 fake_queue(cs, log),
+                                                                 fake_controller(cs, log)}));
+}
+
+// The requesters below are tracked (killed at the end) because a failing synchronizer may never
+// answer them, and the actor system's destructor would then wait for them forever.
+struct join_result {
+  bool done = false;
+  std::vector<caf::actor> handles;
+  std::string error;
+};
+
+std::shared_ptr<join_result> request_join(test::coordinated_system& cs, synchronizer_actor sync,
+                                          node_agent_actor agent, int32_t first, int32_t n) {
+  auto out = std::make_shared<join_result>();
+  auto a = caf::actor_cast<caf::actor>(agent);
+  cs.track(cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(sync, caf::infinite, join_atom::value, a, first, n)
+        .then(
+            [=](std::vector<caf::actor>& hs) {
+              out->done = true;
+              out->handles = hs;
+            },
+            [=](caf::error& e) {
+              out->done = true;
+              out->error = self->system().render(e);
+            });
+  }));
+  return out;
+}
+
+using report_ptr = std::shared_ptr<std::optional<sync_report>>;
+
+report_ptr publish(test::coordinated_system& cs, synchronizer_actor sync, weight_snapshot w) {
+  auto out = std::make_shared<std::optional<sync_report>>();
+  cs.track(cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(sync, caf::infinite, publish_atom::value, w).then([=](sync_report& r) {
+      *out = r;
+    });
+  }));
+  return out;
+}
+
+// Joins a node whose agent answers every chunk at once; true once it is a member.
+bool join_now(test::coordinated_system& cs, synchronizer_actor sync, node_agent_actor agent,
+              int32_t first, int32_t n) {
+  auto j = request_join(cs, sync, agent, first, n);
+  if (!cs.run_until([&] { return j->done; }, 0)) return false;
+  EXPECT_EQ(j->error, "");
+  return j->error.empty();
+}
+
+// "0/12", "1/12", ... "11/12": every chunk of a version once, in order.
+std::vector<std::string> in_order(int32_t n) {
+  std::vector<std::string> out;
+  for (int32_t i = 0; i < n; ++i)
+    out.push_back(std::to_string(i) + "/" + std::to_string(n));
+  return out;
+}
+
+int32_t chunks_of(const weight_snapshot& w) {
+  return chunk_count(static_cast<int64_t>(pack_weights(w).size()), chunk_bytes);
+}
+
+TEST(SynchronizerNodes, JoinStagesTheCurrentWeightsInChunksThenLaunches) {
+  // Fails if: the chunks are cut, ordered or numbered wrongly, or the digest is not that of
+  // pack_weights(current) (the assembler refuses, or the bytes differ); more than 4 chunks are in
+  // flight, or the window stalls; launch is sent before the last chunk is acknowledged (the node
+  // would launch rollouters without weights), or names another version; the joiner gets
+  // something other than the handles the agent launched.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env();
+  auto w0 = make_weights(3, 1.f);
+  const auto packed = pack_weights(w0);
+  const auto n = chunks_of(w0);
+  ASSERT_GT(n, 4) << "the weights must need more chunks than the window holds";
+  auto remote = fake_rollouter(cs, log, "remote");
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  ctl->hold_stage = true;
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, w0, {});
+  auto joined = request_join(cs, sync, agent, 0, 1);
+  // Acknowledge the chunks one at a time, oldest first; between acks, count those in flight.
+  size_t most = 0;
+  int32_t acked = 0;
+  for (;;) {
+    cs.sched().run();
+    if (acked == n) break;
+    EXPECT_EQ(count(log, "agent launch"), 0u) << "launch before chunk " << acked << " was acked";
+    EXPECT_LE(ctl->held.size(), 4u) << "more than 4 chunks in flight";
+    most = std::max(most, ctl->held.size());
+    if (ctl->held.empty()) break;  // stalled
+    EXPECT_EQ(ctl->held.front().first, acked);
+    caf::anon_send(caf::actor_cast<caf::actor>(agent), release_atom::value);
+    ++acked;
+  }
+  EXPECT_EQ(acked, n) << "staging stalled with chunks unsent";
+  EXPECT_EQ(most, 4u) << "the chunks are pipelined, 4 in flight";
+  EXPECT_EQ(suffixes(log, "agent stage v3 "), in_order(n));
+  EXPECT_TRUE(ctl->refusals.empty()) << ctl->refusals.front();
+  ASSERT_EQ(ctl->staged.count(3), 1u) << "v3 was never complete on the node";
+  EXPECT_TRUE(ctl->staged[3] == packed) << "the node reassembled other bytes";
+  EXPECT_EQ(ctl->digests[3], sha256_hex(packed.data(), packed.size()));
+  // Launch once, for v3, after the last chunk's ack.
+  auto launches = where(log, "agent launch v3");
+  ASSERT_EQ(launches.size(), 1u);
+  auto last_ack = where(log, "ack " + std::to_string(n - 1));
+  ASSERT_EQ(last_ack.size(), 1u);
+  EXPECT_GT(launches[0], last_ack[0]);
+  ASSERT_TRUE(joined->done);
+  EXPECT_EQ(joined->error, "");
+  EXPECT_EQ(joined->handles, ctl->launched);
+  EXPECT_EQ(count(log, "agent load"), 0u);  // a join stages and launches; it loads nothing
+  EXPECT_TRUE(log->lost.empty());
+}
+
+TEST(SynchronizerNodes, PublishStagesFirstThenPausesLoadsAndResumesLocalAndRemote) {
+  // Fails if: a pause is sent before the node holds the whole new version (the pause would then
+  // cover the transfer, or a load could find nothing staged); the two rollouters get different
+  // tokens or a resume without their pause's token (a rollouter paused forever); the remote
+  // rollouter gets the snapshot itself or the agent loads more than once (one copy per node);
+  // the local rollouter gets another snapshot, or a copy; the queue hears of v1 before every
+  // load is done (a new staleness window under old weights).
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env();
+  auto local = fake_rollouter(cs, log, "local");
+  auto remote = fake_rollouter(cs, log, "remote");
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
+  log->events.clear();
+
+  auto w1 = make_weights(1, 2.f);
+  const auto n = chunks_of(w1);
+  auto report = publish(cs, sync, w1);
+  ASSERT_TRUE(cs.run_until([&] { return report->has_value(); }, 0));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ((*report)->version, 1);
+  EXPECT_EQ((*report)->workers, 2);
+
+  // Staged in full, in order, before anyone paused.
+  EXPECT_EQ(suffixes(log, "agent stage v1 "), in_order(n));
+  ASSERT_EQ(ctl->staged.count(1), 1u);
+  const auto packed = pack_weights(w1);
+  EXPECT_TRUE(ctl->staged[1] == packed);
+  EXPECT_EQ(ctl->digests[1], sha256_hex(packed.data(), packed.size()));
+  auto stages = where(log, "agent stage v1 ");
+  auto local_pause = where(log, "local pause ");
+  auto remote_pause = where(log, "remote pause ");
+  ASSERT_EQ(local_pause.size(), 1u);
+  ASSERT_EQ(remote_pause.size(), 1u);
+  ASSERT_FALSE(stages.empty());
+  EXPECT_LT(stages.back(), std::min(local_pause[0], remote_pause[0]));
+
+  // One token for the attempt, on every pause and every resume.
+  const auto token = suffixes(log, "local pause ")[0];
+  EXPECT_EQ(suffixes(log, "remote pause "), std::vector<std::string>{token});
+  EXPECT_EQ(suffixes(log, "local resume "), std::vector<std::string>{token});
+  EXPECT_EQ(suffixes(log, "remote resume "), std::vector<std::string>{token});
+
+  // Loads after both pauses: the local rollouter gets the snapshot (shared, not copied), the
+  // node's agent the version, once; the remote rollouter itself gets no snapshot.
+  auto local_load = where(log, "local load v1");
+  auto agent_load = where(log, "agent load v1");
+  ASSERT_EQ(local_load.size(), 1u);
+  ASSERT_EQ(agent_load.size(), 1u);
+  EXPECT_EQ(count(log, "agent load"), 1u);
+  EXPECT_EQ(count(log, "remote load"), 0u);
+  const auto last_pause = std::max(local_pause[0], remote_pause[0]);
+  EXPECT_GT(local_load[0], last_pause);
+  EXPECT_GT(agent_load[0], last_pause);
+  ASSERT_EQ(log->loaded.size(), 1u);
+  EXPECT_EQ(log->loaded[0].second.version, 1);
+  EXPECT_EQ(log->loaded[0].second.blob.get(), w1.blob.get());
+
+  // The queue hears of v1 after every load; the resumes come after the loads too.
+  auto synced = where(log, "queue synced v1");
+  ASSERT_EQ(synced.size(), 1u);
+  EXPECT_GT(synced[0], std::max(local_load[0], agent_load[0]));
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+  EXPECT_GT(where(log, "local resume ")[0], std::max(local_load[0], agent_load[0]));
+  EXPECT_GT(where(log, "remote resume ")[0], std::max(local_load[0], agent_load[0]));
+  EXPECT_TRUE(log->lost.empty());
+  EXPECT_TRUE(log->failures.empty());
+}
+
+TEST(SynchronizerNodes, ANodeThatFailsItsLoadIsDroppedAndLeftOutOfTheNextSync) {
+  // Fails if: a node's load error fails the whole sync (or the run) instead of dropping the
+  // node; the controller is not told which agent was lost (its work would never be
+  // regenerated); the dropped node stays a member and the next publish stages, pauses or loads
+  // it again (every later sync would fail or hang on a dead node).
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env();
+  auto local = fake_rollouter(cs, log, "local");
+  auto remote = fake_rollouter(cs, log, "remote");
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  ctl->fail_load = true;
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
+  log->events.clear();
+
+  auto r1 = publish(cs, sync, make_weights(1, 2.f));
+  ASSERT_TRUE(cs.run_until([&] { return r1->has_value(); }, 0));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE((*r1)->ok) << (*r1)->error;
+  EXPECT_EQ((*r1)->workers, 1);  // the remote rollouter went with its node
+  EXPECT_EQ(count(log, "agent load v1"), 1u);
+  ASSERT_EQ(log->lost.size(), 1u);
+  EXPECT_EQ(log->lost[0].first, caf::actor_cast<caf::actor>(agent));
+  EXPECT_NE(log->lost[0].second.find("load"), std::string::npos) << log->lost[0].second;
+  EXPECT_EQ(count(log, "local load v1"), 1u);
+  EXPECT_EQ(count(log, "local resume "), 1u);
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+  EXPECT_TRUE(log->failures.empty()) << log->failures.front();
+
+  // The next publish does not contact the node at all.
+  const auto mark = log->events.size();
+  auto r2 = publish(cs, sync, make_weights(2, 3.f));
+  ASSERT_TRUE(cs.run_until([&] { return r2->has_value(); }, 0));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE((*r2)->ok) << (*r2)->error;
+  EXPECT_EQ((*r2)->workers, 1);
+  for (size_t i = mark; i < log->events.size(); ++i) {
+    const auto& e = log->events[i];
+    EXPECT_TRUE(e.rfind("agent", 0) != 0 && e.rfind("remote", 0) != 0)
+        << "the dropped node was contacted: " << e;
+  }
+  EXPECT_EQ(count(log, "local load v2"), 1u);
+  EXPECT_EQ(log->synced, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(log->lost.size(), 1u);
+  EXPECT_TRUE(log->failures.empty());
+}
+
+TEST(SynchronizerNodes, ANodeThatNeverAcknowledgesAChunkIsDroppedAtTheDeadline) {
+  // Fails if: stage requests carry no deadline (the sync waits forever for a silent node); a
+  // stage failure does not move the sync on (it hangs after the drop) or fails it; the silent
+  // node's rollouter is paused although the node never got the weights (it would stay paused).
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env({"cluster.request_timeout_ms=500"});
+  auto local = fake_rollouter(cs, log, "local");
+  auto remote = fake_rollouter(cs, log, "remote");
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
+  log->events.clear();
+  ctl->hold_stage = true;  // from now on the node takes chunks and never answers
+
+  auto report = publish(cs, sync, make_weights(1, 2.f));
+  cs.sched().run();
+  EXPECT_FALSE(report->has_value());
+  EXPECT_GE(count(log, "agent stage v1 "), 1u);
+  EXPECT_EQ(count(log, "local pause"), 0u) << "paused before the node held the new version";
+  EXPECT_TRUE(log->lost.empty());
+  // Fire deadlines (the join's stale ones first, if any) until the node is dropped.
+  int fired = 0;
+  while (log->lost.empty() && cs.sched().trigger_timeout()) {
+    ++fired;
+    cs.sched().run();
+  }
+  ASSERT_EQ(log->lost.size(), 1u) << "no deadline dropped the silent node (" << fired << " fired)";
+  EXPECT_EQ(log->lost[0].first, caf::actor_cast<caf::actor>(agent));
+  EXPECT_NE(log->lost[0].second.find("chunk"), std::string::npos) << log->lost[0].second;
+  // The rest needs no further deadline.
+  ASSERT_TRUE(cs.run_until([&] { return report->has_value(); }, 0));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ((*report)->workers, 1);
+  auto pauses = suffixes(log, "local pause ");
+  ASSERT_EQ(pauses.size(), 1u);
+  EXPECT_EQ(suffixes(log, "local resume "), pauses);
+  EXPECT_EQ(count(log, "local load v1"), 1u);
+  EXPECT_EQ(count(log, "remote "), 0u);
+  EXPECT_EQ(count(log, "agent load"), 0u);
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+  EXPECT_TRUE(log->failures.empty());
+}
+
+TEST(SynchronizerNodes, ARemoteRollouterThatNeverAnswersItsPauseDropsItsNode) {
+  // Fails if: a remote rollouter's pause failure fails the sync (and, after the retries, the
+  // run) as a local one does, instead of dropping its node; the dropped node's agent is still
+  // asked to load; the local rollouter is not loaded and resumed with its pause's token.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env({"async_training.sync_retries=0"});
+  auto local = fake_rollouter(cs, log, "local");
+  auto remote = fake_rollouter(cs, log, "remote", /*hang=*/true);
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
+  log->events.clear();
+
+  auto report = publish(cs, sync, make_weights(1, 2.f));
+  cs.sched().run();
+  ASSERT_FALSE(report->has_value());
+  ASSERT_EQ(count(log, "remote pause "), 1u);
+  int fired = 0;
+  while (log->lost.empty() && cs.sched().trigger_timeout()) {
+    ++fired;
+    cs.sched().run();
+  }
+  ASSERT_EQ(log->lost.size(), 1u) << "no deadline dropped the node (" << fired << " fired)";
+  EXPECT_EQ(log->lost[0].first, caf::actor_cast<caf::actor>(agent));
+  EXPECT_NE(log->lost[0].second.find("pause"), std::string::npos) << log->lost[0].second;
+  ASSERT_TRUE(cs.run_until([&] { return report->has_value(); }, 0));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ((*report)->workers, 1);
+  EXPECT_EQ(count(log, "local load v1"), 1u);
+  EXPECT_EQ(count(log, "agent load"), 0u);
+  EXPECT_EQ(suffixes(log, "local resume "), suffixes(log, "local pause "));
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+  EXPECT_TRUE(log->failures.empty()) << log->failures.front();
+}
+
+TEST(SynchronizerNodes, LeaveOfARemoteWorkerWaitingOnItsPauseLetsTheSyncComplete) {
+  // A node with two rollouters; one never answers its pause and then leaves (its process lost
+  // it). Fails if: leave does not take the worker out of the running sync (the sync waits for
+  // its pause until the deadline, and then drops the whole node); the node's other rollouter is
+  // not loaded (through the agent, once) or not resumed; the late failure of the departed
+  // worker's pause, when its deadline fires after the sync, still drops the node.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env();
+  auto local = fake_rollouter(cs, log, "local");
+  auto ra = fake_rollouter(cs, log, "ra", /*hang=*/true);
+  auto rb = fake_rollouter(cs, log, "rb");
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(ra), caf::actor_cast<caf::actor>(rb)};
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  ASSERT_TRUE(join_now(cs, sync, agent, 1, 2));  // ra is worker 1, rb worker 2
+  log->events.clear();
+
+  auto report = publish(cs, sync, make_weights(1, 2.f));
+  cs.sched().run();
+  ASSERT_FALSE(report->has_value());
+  ASSERT_EQ(count(log, "ra pause "), 1u);
+  ASSERT_EQ(count(log, "rb pause "), 1u);
+  ASSERT_EQ(count(log, "local pause "), 1u);
+  EXPECT_EQ(count(log, "local load"), 0u);  // still waiting for ra
+  EXPECT_EQ(count(log, "agent load"), 0u);
+
+  caf::anon_send(sync, leave_atom::value, std::vector<int32_t>{1});
+  cs.sched().run();  // no deadline fires
+  ASSERT_TRUE(report->has_value()) << "the sync still waits for the departed worker";
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ((*report)->workers, 2);
+  const auto token = suffixes(log, "local pause ")[0];
+  EXPECT_EQ(suffixes(log, "rb pause "), std::vector<std::string>{token});
+  EXPECT_EQ(count(log, "local load v1"), 1u);
+  EXPECT_EQ(count(log, "agent load"), 1u);
+  EXPECT_EQ(count(log, "agent load v1"), 1u);
+  EXPECT_EQ(suffixes(log, "local resume "), std::vector<std::string>{token});
+  EXPECT_EQ(suffixes(log, "rb resume "), std::vector<std::string>{token});
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+  EXPECT_TRUE(log->lost.empty());
+
+  // The departed worker's pause now runs out: nothing may come of it.
+  const auto seen = log->events.size();
+  while (cs.sched().trigger_timeout())
+    cs.sched().run();
+  EXPECT_EQ(log->events.size(), seen);
+  EXPECT_TRUE(log->lost.empty()) << log->lost.front().second;
+  EXPECT_TRUE(log->failures.empty()) << log->failures.front();
+}
+
+TEST(SynchronizerNodes, LeaveOfANodesLastWorkerMidSyncSkipsTheNode) {
+  // The node's only rollouter never answers its pause and leaves. Fails if: the node outlives
+  // its last worker (its agent is still asked to load, or the sync waits for it); the sync does
+  // not complete for the local rollouter without a deadline.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env();
+  auto local = fake_rollouter(cs, log, "local");
+  auto remote = fake_rollouter(cs, log, "remote", /*hang=*/true);
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
+  log->events.clear();
+
+  auto report = publish(cs, sync, make_weights(1, 2.f));
+  cs.sched().run();
+  ASSERT_FALSE(report->has_value());
+  ASSERT_EQ(count(log, "remote pause "), 1u);
+  caf::anon_send(sync, leave_atom::value, std::vector<int32_t>{1});
+  cs.sched().run();
+  ASSERT_TRUE(report->has_value()) << "the sync still waits for the departed worker";
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ((*report)->workers, 1);
+  EXPECT_EQ(count(log, "local load v1"), 1u);
+  EXPECT_EQ(count(log, "agent load"), 0u);
+  EXPECT_EQ(suffixes(log, "local resume "), suffixes(log, "local pause "));
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+
+  // The next publish neither stages to nor pauses the node.
+  const auto mark = log->events.size();
+  auto r2 = publish(cs, sync, make_weights(2, 3.f));
+  ASSERT_TRUE(cs.run_until([&] { return r2->has_value(); }, 0));
+  EXPECT_TRUE((*r2)->ok) << (*r2)->error;
+  for (size_t i = mark; i < log->events.size(); ++i)
+    EXPECT_TRUE(log->events[i].rfind("agent", 0) != 0 && log->events[i].rfind("remote", 0) != 0)
+        << log->events[i];
+  while (cs.sched().trigger_timeout())
+    cs.sched().run();
+  EXPECT_TRUE(log->lost.empty());
+  EXPECT_TRUE(log->failures.empty());
+}
+
+}  // namespace
