@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include "actors/errors.hpp"
+#include "actors/weight_stage.hpp"
 
 #include <chrono>
 #include <map>
@@ -242,48 +243,17 @@ void next_phase(sync_ptr self, const std::shared_ptr<sync_run>& run) {
   finish(self, run, true, "");
 }
 
-// Sends one version to a node's agent, chunk by chunk, a few in flight; `done` gets "" or why
-// it failed. Chunks to one agent arrive in the order sent (one sender, one receiver).
+// Sends one version to a node's agent (actors/weight_stage.hpp); `done` gets "" or why not.
 void stage_node(sync_ptr self, caf::actor agent, int64_t version,
                 std::shared_ptr<const std::vector<char>> packed, std::string digest,
                 std::function<void(const std::string&)> done) {
-  const auto chunk = self->state.args.env->cfg.cluster.chunk_bytes;
-  const auto total = static_cast<int64_t>(packed->size());
-  const auto count = chunk_count(total, chunk);
-  struct progress {
-    int32_t sent = 0, acked = 0;
-    bool over = false;
-  };
-  auto p = std::make_shared<progress>();
-  auto h = caf::actor_cast<node_agent_actor>(agent);
-  auto timeout = self->state.remote_timeout();
-  auto send_next = std::make_shared<std::function<void()>>();
-  *send_next = [=]() {
-    while (!p->over && p->sent < count && p->sent - p->acked < 4) {
-      const auto i = p->sent++;
-      self->request(h, timeout, stage_atom::value,
-                    make_weight_chunk(*packed, version, chunk, i, digest))
-          .then(
-              [=](int64_t) {
-                if (p->over) return;
-                if (++p->acked == count) {
-                  p->over = true;
-                  done("");
-                  *send_next = nullptr;  // breaks the closure's cycle
-                  return;
-                }
-                (*send_next)();
-              },
-              [=](const caf::error& e) {
-                if (p->over) return;
-                p->over = true;
-                done("weights v" + std::to_string(version) + " chunk " + std::to_string(i) + ": " +
-                     self->system().render(e));
-                *send_next = nullptr;
-              });
-    }
-  };
-  (*send_next)();
+  stage_params sp;
+  sp.version = version;
+  sp.packed = std::move(packed);
+  sp.digest = std::move(digest);
+  sp.chunk_bytes = self->state.args.env->cfg.cluster.chunk_bytes;
+  sp.timeout = self->state.remote_timeout();
+  stage_weights(self, caf::actor_cast<node_agent_actor>(agent), std::move(sp), std::move(done));
 }
 
 // The packed bytes remote nodes get, made once per version and only if there are any.

@@ -42,6 +42,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "actors/weight_stage.hpp"
 #include "bench/bench_util.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/weight_chunks.hpp"
@@ -340,55 +341,29 @@ struct stage_job {
   int32_t window = 4;
 };
 
-// Sends one version to `job->target` chunk by chunk, `window` in flight, like the
-// synchronizer's stage_node; answers the nanoseconds from the first chunk to the last ack.
+// Sends one version to `job->target` with the synchronizer's own stage_weights
+// (actors/weight_stage.hpp); answers the nanoseconds from the first chunk to the last ack.
 caf::behavior stager_actor(caf::event_based_actor* self, std::shared_ptr<stage_job> job) {
   return {[self, job](publish_atom, int64_t version) -> caf::response_promise {
-    auto rp = std::make_shared<caf::response_promise>(self->make_response_promise());
-    const auto total = static_cast<int64_t>(job->packed->size());
-    const auto chunk = job->chunk_bytes;
-    const auto count = chunk_count(total, chunk);
-    struct progress {
-      int32_t sent = 0, acked = 0;
-      bool over = false;
-      std::chrono::steady_clock::time_point t0;
-    };
-    auto p = std::make_shared<progress>();
-    auto packed = job->packed;
-    auto digest = job->digest;
-    auto target = job->target;
-    const auto window = job->window;
-    auto send_next = std::make_shared<std::function<void()>>();
-    p->t0 = std::chrono::steady_clock::now();
-    *send_next = [=]() {
-      while (!p->over && p->sent < count && p->sent - p->acked < window) {
-        const auto i = p->sent++;
-        self->request(target, kRequestTimeout, stage_atom::value,
-                      make_weight_chunk(*packed, version, chunk, i, digest))
-            .then(
-                [=](int64_t) {
-                  if (p->over) return;
-                  if (++p->acked == count) {
-                    p->over = true;
-                    rp->deliver(
-                        static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                 std::chrono::steady_clock::now() - p->t0)
-                                                 .count()));
-                    *send_next = nullptr;  // breaks the closure's cycle
-                    return;
-                  }
-                  (*send_next)();
-                },
-                [=](const caf::error& e) {
-                  if (p->over) return;
-                  p->over = true;
-                  rp->deliver(e);
-                  *send_next = nullptr;
-                });
+    auto rp = self->make_response_promise();
+    const auto t0 = std::chrono::steady_clock::now();
+    stage_params sp;
+    sp.version = version;
+    sp.packed = job->packed;
+    sp.digest = job->digest;
+    sp.chunk_bytes = job->chunk_bytes;
+    sp.window = job->window;
+    sp.timeout = kRequestTimeout;
+    stage_weights(self, job->target, std::move(sp), [rp, t0](const std::string& why) mutable {
+      if (!why.empty()) {
+        rp.deliver(caf::make_error(caf::sec::runtime_error, why));
+        return;
       }
-    };
-    (*send_next)();
-    return *rp;
+      rp.deliver(static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - t0)
+                                          .count()));
+    });
+    return rp;
   }};
 }
 
