@@ -191,7 +191,8 @@ case "$CASE" in
     # One local rollouter; a worker joins once a few syncs have happened. Periodic is
     # on-policy: a group generated under anything but the current weights would show as a
     # delivered staleness above 0.
-    start_train run rollout.num_workers=1 trainer.total_steps=30
+    # 80 steps: the worker (a second or so to start) joins well before the end, even under load.
+    start_train run rollout.num_workers=1 trainer.total_steps=80
     port=$(port_of "$WORK/run")
     wait_steps "$WORK/run" 4
     at=$(wc -l <"$WORK/run/metrics.jsonl")
