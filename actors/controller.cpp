@@ -485,7 +485,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         auto& st = self->state;
         if (st.fenced.count(caf::actor_cast<caf::actor_addr>(self->current_sender()))) return;
         for (auto id : p.completed)
-          st.ledger.completed(p.worker, id);
+          st.ledger.completed(id);
         p.completed.clear();
         st.progress[p.worker] = std::move(p);
       },

@@ -153,7 +153,7 @@ void restore_from_checkpoint(ctrl_ptr self) {
   st.ledger.restore(rs.trained_seqs, rs.dropped_seqs);
   for (auto& g : rs.queued) {  // in flight again: scored, waiting in the queue
     st.ledger.dispatched(task_of(g), -1);
-    st.ledger.completed(-1, g.group_id);
+    st.ledger.completed(g.group_id);
   }
   st.result.resumed_from_step = rs.step;
   st.result.steps = rs.step;
@@ -282,7 +282,7 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
             auto& st = self->state;
             st.groups_of_dead += static_cast<int64_t>(ids.size());
             for (auto id : ids)
-              st.ledger.completed(worker, id);
+              st.ledger.completed(id);
             if (st.shutting_down) {
               settled();
               return;

@@ -6,8 +6,7 @@ void run_ledger::dispatched(const prompt_task& t, int32_t worker) {
   in_flight_[t.group_id] = entry{t, worker, false};
 }
 
-void run_ledger::completed(int32_t worker, uint64_t id) {
-  ++completed_by_[worker];
+void run_ledger::completed(uint64_t id) {
   auto it = in_flight_.find(id);
   if (it != in_flight_.end()) it->second.completed = true;
 }
@@ -45,11 +44,6 @@ std::vector<prompt_task> run_ledger::lost_with(int32_t worker) {
     }
   }
   return out;
-}
-
-int64_t run_ledger::completed_by(int32_t worker) const {
-  auto it = completed_by_.find(worker);
-  return it == completed_by_.end() ? 0 : it->second;
 }
 
 std::vector<prompt_task> run_ledger::unsaved(const std::set<uint64_t>& saved) const {

@@ -21,8 +21,9 @@ class run_ledger {
  public:
   /// `t` went to rollouter `worker`.
   void dispatched(const prompt_task& t, int32_t worker);
-  /// Rollouter `worker` sent group `id` to the Reward.
-  void completed(int32_t worker, uint64_t id);
+  /// Group `id` reached the Reward (its rollouter's report, or the Reward's settle; repeats
+  /// are harmless).
+  void completed(uint64_t id);
   /// A step consumed these groups. Returns their tasks (the checkpoint cut may need them back).
   std::vector<prompt_task> trained(const std::vector<uint64_t>& ids);
   /// The queue dropped group `id`. Regenerate: the task comes back (same seq) for the caller
@@ -31,8 +32,6 @@ class run_ledger {
   /// Rollouter `worker` crashed: its dispatched, unfinished tasks leave the ledger (the caller
   /// generates them again), in group id order.
   std::vector<prompt_task> lost_with(int32_t worker);
-  /// Groups rollouter `worker` (every incarnation) sent to the Reward.
-  int64_t completed_by(int32_t worker) const;
 
   /// In flight and not in `saved`, in group id order: what a checkpoint regenerates.
   std::vector<prompt_task> unsaved(const std::set<uint64_t>& saved) const;
@@ -52,7 +51,6 @@ class run_ledger {
     bool completed = false;
   };
   std::map<uint64_t, entry> in_flight_;
-  std::map<int32_t, int64_t> completed_by_;
   std::vector<uint64_t> trained_seqs_, dropped_seqs_;
 };
 

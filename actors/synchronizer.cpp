@@ -256,12 +256,18 @@ void stage_node(sync_ptr self, caf::actor agent, int64_t version,
   stage_weights(self, caf::actor_cast<node_agent_actor>(agent), std::move(sp), std::move(done));
 }
 
-// The packed bytes remote nodes get, made once per version and only if there are any.
+// What remote nodes get: the packed bytes of `w` and their SHA-256.
+void pack_with_digest(const weight_snapshot& w, std::shared_ptr<const std::vector<char>>& packed,
+                      std::string& digest) {
+  auto bytes = std::make_shared<std::vector<char>>(pack_weights(w));
+  digest = sha256_hex(bytes->data(), bytes->size());
+  packed = std::move(bytes);
+}
+
+// Made once per version, and only if there are remote nodes.
 void pack_for_nodes(sync_state& st, sync_run& run) {
   if (st.nodes.empty() || run.packed || !run.job.weights.blob) return;
-  auto bytes = std::make_shared<std::vector<char>>(pack_weights(run.job.weights));
-  run.digest = sha256_hex(bytes->data(), bytes->size());
-  run.packed = std::move(bytes);
+  pack_with_digest(run.job.weights, run.packed, run.digest);
 }
 
 void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
@@ -324,8 +330,9 @@ void start_join(sync_ptr self, pending_join j) {
     fail("no weights to send");
     return;
   }
-  auto packed = std::make_shared<std::vector<char>>(pack_weights(st.current));
-  auto digest = sha256_hex(packed->data(), packed->size());
+  std::shared_ptr<const std::vector<char>> packed;
+  std::string digest;
+  pack_with_digest(st.current, packed, digest);
   stage_node(self, j.agent, v, packed, digest, [self, j, v, fail](const std::string& why) mutable {
     if (!why.empty()) {
       fail(why);
