@@ -42,14 +42,16 @@ std::string peer_of(SSL* ssl) {
 extern "C" int SSL_accept(SSL* ssl) {
   using fn = int (*)(SSL*);
   static fn real = reinterpret_cast<fn>(dlsym(RTLD_NEXT, "SSL_accept"));
+  // The peer's address is read before the handshake: a refused peer often closes its end at
+  // once, after which getpeername fails with ENOTCONN.
+  const std::string peer = enabled.load() ? peer_of(ssl) : std::string();
   const int ret = real(ssl);
   if (ret <= 0 && enabled.load()) {
     const int err = SSL_get_error(ssl, ret);
     if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
       char reason[256] = "connection closed during the handshake";
       if (auto e = ERR_peek_error()) ERR_error_string_n(e, reason, sizeof(reason));
-      spdlog::warn("cluster: refused a connection from {}: TLS handshake failed: {}", peer_of(ssl),
-                   reason);
+      spdlog::warn("cluster: refused a connection from {}: TLS handshake failed: {}", peer, reason);
     }
   }
   return ret;

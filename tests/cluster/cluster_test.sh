@@ -237,7 +237,7 @@ PY
     start_worker good "$port" --tls-dir "$A"
     wait_train
     check_summary "$WORK/run" 1 0 || fail "accounting (tls)"
-    n=$(grep -c "refused a connection from 127.0.0.1" "$WORK/run.log" || true)
+    n=$(grep -c "refused a connection from" "$WORK/run.log" || true)
     [[ $n -ge 3 ]] || fail "the controller logged $n refusals, expected 3"
     echo "ok: 3 refusals logged, the worker with the run's CA joined"
     ;;
