@@ -128,6 +128,9 @@ void write_report(ctrl_ptr self, const step_report& r) {
     st.result.train_time_s =
         std::chrono::duration<double>(st.last_step - *st.first_dispatch).count();
   if (st.metrics) *st.metrics << line << "\n" << std::flush;
+  st.recent_metrics.push_back(line);  // the console's `metrics N`
+  if (st.recent_metrics.size() > 10000) st.recent_metrics.pop_front();
+  st.last_report = r;
   if (st.bar)
     st.bar->update(
         r.step, {{"reward", r.reward_mean},
@@ -186,6 +189,7 @@ void finish_run(ctrl_ptr self) {
   if (st.bar) st.bar->finish();
   if (!st.args.run_dir.empty()) write_ledger(self);
   release_nodes(self);
+  console_checkpoint_done(self, "", -1, "the run ended before a checkpoint could be taken");
   if (r.ok)
     spdlog::info("run: {} steps, {} groups generated, {} trained, {} dropped, {} in flight",
                  r.steps, r.groups_generated, r.groups_trained, r.groups_dropped,
@@ -298,17 +302,17 @@ void shutdown(ctrl_ptr self, std::string failure, run_status status) {
           });
 }
 
-namespace {
-
 // The progress watchdog: ticks every quarter of runtime.progress_timeout_s (on the actor clock,
 // so it is deterministic under the test coordinator) and fails the run after four ticks in a row
 // without a completed optimizer step, naming what each role waits on.
 void arm_watchdog(ctrl_ptr self) {
-  const double timeout = self->state.args.env->cfg.runtime.progress_timeout_s;
+  const double timeout = self->state.progress_timeout_s;
   if (timeout <= 0) return;
   const auto tick = std::chrono::milliseconds(std::max<int64_t>(1, std::llround(timeout * 250)));
   self->delayed_send(self, tick, watchdog_atom::value);
 }
+
+namespace {
 
 std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
   auto& st = self->state;
@@ -339,12 +343,12 @@ std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
 
 void on_watchdog(ctrl_ptr self) {
   auto& st = self->state;
-  if (st.shutting_down) return;
-  if (st.last_step_no != st.watchdog_seen_step) {
+  if (st.shutting_down || st.progress_timeout_s <= 0) return;   // off (the console may re-arm)
+  if (st.last_step_no != st.watchdog_seen_step || st.paused) {  // paused: no step is expected
     st.watchdog_seen_step = st.last_step_no;
     st.watchdog_quiet_ticks = 0;
   } else if (++st.watchdog_quiet_ticks >= 4) {
-    const auto timeout = st.args.env->cfg.runtime.progress_timeout_s;
+    const auto timeout = st.progress_timeout_s;
     auto head = fmt::format(
         "no optimizer step completed for {:g} s (runtime.progress_timeout_s; last step {}): ",
         timeout, st.last_step_no);
@@ -436,6 +440,7 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
 controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args args) {
   auto& st = self->state;
   st.args = std::move(args);
+  st.progress_timeout_s = st.args.env->cfg.runtime.progress_timeout_s;
   install_exception_handler(self, "controller");
   for (auto& ex : st.args.train)
     st.prompts.push_back(encode_prompt(st.args.env->tokenizer, ex.question));
@@ -517,6 +522,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         on_remote_lost(self, caf::actor_cast<caf::actor_addr>(agent), why);
       },
       [self](watchdog_atom) { on_watchdog(self); },
+      [self](console_atom, console_request& req) { return on_console(self, req); },
   };
 }
 

@@ -9,17 +9,17 @@
 
 namespace asyncrl {
 
-namespace {
-
 void tell_queue_members(ctrl_ptr self) {
   auto& st = self->state;
   self->send(st.queue, members_atom::value, static_cast<int32_t>(st.rollouters.size()));
 }
 
+namespace {
+
 // One remote rollouter is gone: nothing it sends counts any more (fenced here and, through
 // the settle, at the Reward), and its unfinished prompts are regenerated once every message it
 // sent before has been handled (the requeue goes to the back of our mailbox).
-void drop_remote_worker(ctrl_ptr self, int32_t worker, const std::string& why) {
+void drop_remote_worker(ctrl_ptr self, int32_t worker, const std::string& why, bool lost = true) {
   auto& st = self->state;
   auto it = st.rollouters.find(worker);
   if (it == st.rollouters.end()) return;
@@ -31,7 +31,7 @@ void drop_remote_worker(ctrl_ptr self, int32_t worker, const std::string& why) {
   st.rollouters.erase(it);
   st.worker_of.erase(addr);
   st.roles.erase(addr);
-  ++st.result.remote_rollouters_lost;
+  if (lost) ++st.result.remote_rollouters_lost;
   forget_incarnation(self, worker);
   self->send(self, requeue_atom::value, worker, addr);
 }
@@ -80,7 +80,7 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
               st.node_of[w] = agent_addr;
               n->second.workers.push_back(w);
               ++st.result.remote_rollouters_joined;
-              self->send(r, start_atom::value);
+              start_rollouter(self, r);
             }
             tell_queue_members(self);
             spdlog::info("cluster: rollouter(s) {}..{} on {} are generating", first,
@@ -108,6 +108,24 @@ void on_remote_lost(ctrl_ptr self, const caf::actor_addr& agent, const std::stri
   tell_queue_members(self);
 }
 
+namespace {
+
+// One rollouter of a live node leaves (it crashed there, or the console removed it): it is not
+// restarted remotely.
+void drop_from_node(ctrl_ptr self, int32_t worker, const std::string& why, bool lost) {
+  auto& st = self->state;
+  if (auto a = st.node_of.find(worker); a != st.node_of.end())
+    if (auto n = st.nodes.find(a->second); n != st.nodes.end()) {
+      auto& ws = n->second.workers;
+      ws.erase(std::remove(ws.begin(), ws.end(), worker), ws.end());
+    }
+  drop_remote_worker(self, worker, why, lost);
+  self->send(st.sync, leave_atom::value, std::vector<int32_t>{worker});
+  tell_queue_members(self);
+}
+
+}  // namespace
+
 void on_down(ctrl_ptr self, caf::down_msg& dm) {
   auto& st = self->state;
   const auto why = self->system().render(dm.reason);
@@ -117,14 +135,29 @@ void on_down(ctrl_ptr self, caf::down_msg& dm) {
   }
   auto w = st.worker_of.find(dm.source);
   if (w == st.worker_of.end() || st.shutting_down) return;
-  const auto worker = w->second;
-  // One rollouter of a live node (it crashed there): it is not restarted remotely.
-  if (auto a = st.node_of.find(worker); a != st.node_of.end())
-    if (auto n = st.nodes.find(a->second); n != st.nodes.end()) {
-      auto& ws = n->second.workers;
-      ws.erase(std::remove(ws.begin(), ws.end(), worker), ws.end());
-    }
-  drop_remote_worker(self, worker, why);
+  drop_from_node(self, w->second, why, /*lost=*/true);
+}
+
+void retire_rollouter(ctrl_ptr self, int32_t worker, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.rollouters.find(worker);
+  if (it == st.rollouters.end()) return;
+  st.retired.insert(worker);
+  if (st.node_of.count(worker)) {
+    drop_from_node(self, worker, why, /*lost=*/false);
+    return;
+  }
+  // Local: unlinked first, so that its exit is not taken for a crash to restart from.
+  const auto addr = caf::actor_cast<caf::actor_addr>(it->second);
+  spdlog::warn("console: removing rollouter {}: {}", worker, why);
+  self->unlink_from(addr);
+  st.fenced.insert(addr);
+  self->send_exit(it->second, caf::exit_reason::user_shutdown);
+  st.rollouters.erase(it);
+  st.worker_of.erase(addr);
+  st.roles.erase(addr);
+  forget_incarnation(self, worker);
+  self->send(self, requeue_atom::value, worker, addr);
   self->send(st.sync, leave_atom::value, std::vector<int32_t>{worker});
   tell_queue_members(self);
 }

@@ -110,12 +110,14 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
     path =
         write_run_checkpoint(st.args.checkpoint_dir, cfg.checkpoint.keep, rs, st.args.config_yaml);
   } catch (const std::exception& e) {
+    console_checkpoint_done(self, "", rs.step, e.what());
     shutdown(self, std::string("checkpoint at step ") + std::to_string(rs.step) + ": " + e.what());
     return;
   }
   ++st.result.checkpoints;
   st.result.checkpoint = path;
   st.result.checkpoint_step = rs.step;
+  console_checkpoint_done(self, path, rs.step, "");
   spdlog::info("checkpoint: step {} -> {} ({} groups saved, {} prompts to regenerate)", rs.step,
                path, rs.queued.size(), rs.loader.retry.size());
   if (cfg.faults.corrupt_checkpoint_at_step == rs.step) {
@@ -124,8 +126,9 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   }
   if (st.interrupts > 0)
     shutdown(self,
-             "interrupted; checkpoint of step " + std::to_string(rs.step) + " written to " + path,
-             run_status::interrupted);
+             std::string(st.console_stop ? "stopped from the console" : "interrupted") +
+                 "; checkpoint of step " + std::to_string(rs.step) + " written to " + path,
+             st.console_stop ? run_status::stopped : run_status::interrupted);
 }
 
 }  // namespace
@@ -188,6 +191,7 @@ void on_trainer_checkpoint(ctrl_ptr self, trainer_checkpoint c) {
               spdlog::warn("checkpoint: the queue did not answer: {}", self->system().render(e));
               st.cutting.reset();
               st.trained_after_cut.clear();
+              console_checkpoint_done(self, "", -1, "the queue did not answer");
               if (st.interrupts > 0)
                 shutdown(self, "interrupted (no checkpoint: the queue did not answer)",
                          run_status::interrupted);
@@ -291,9 +295,8 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
             for (auto it = lost.rbegin(); it != lost.rend(); ++it)
               st.retry.push_front(std::move(*it));
             self->send(st.queue, lost_atom::value, worker, delivered_by_worker);
-            if (st.node_of.count(worker)) {
-              spdlog::info("cluster: rollouter {} is gone ({} prompts to regenerate)", worker,
-                           lost.size());
+            if (st.node_of.count(worker) || st.retired.count(worker)) {
+              spdlog::info("rollouter {} is gone ({} prompts to regenerate)", worker, lost.size());
             } else {
               spdlog::info("supervision: restarting rollouter {} ({} prompts to regenerate)",
                            worker, lost.size());
@@ -322,7 +325,7 @@ void respawn(ctrl_ptr self, int32_t worker) {
             auto r = caf::actor_cast<rollouter_actor>(a);
             st.rollouters[worker] = r;
             watch_rollouter(self, worker, r);
-            self->send(r, start_atom::value);
+            start_rollouter(self, r);
           },
           [self, worker](const caf::error& e) {
             shutdown(self, "supervision: rollouter " + std::to_string(worker) +

@@ -42,6 +42,7 @@ struct queue_state {
   std::map<int32_t, int64_t> granted_by_worker, returned_by_worker;
   bool stopped = false;
   int64_t members = 0;  // rollouters alive (local and remote); set by the controller
+  bool held = false;    // the console paused admission: credit requests wait
   // A stop waits until every group the Reward forwarded has arrived (a put sent before the
   // stop must not be lost to it); then it answers with the final counts.
   deferred_stop<queue_stats> stop;
@@ -78,6 +79,7 @@ struct queue_state {
     s.credit_requests_waiting = static_cast<int64_t>(credits.size());
     s.pull_waiting_min = pull ? pull->min : 0;
     s.admission_limit = adm->last_limit();
+    s.held = held;
     return s;
   }
 };
@@ -96,6 +98,7 @@ int64_t oldest_version(const scored_group& g) {
 // is spent does not block the requests of the others behind it.
 void serve_credits(queue_ptr self) {
   auto& st = self->state;
+  if (st.held) return;
   for (auto it = st.credits.begin(); it != st.credits.end();) {
     auto n = st.grant(it->worker, it->want);
     if (n <= 0) {
@@ -119,7 +122,7 @@ void finish_stop(queue_ptr self) {
 void serve_pull(queue_ptr self) {
   auto& st = self->state;
   if (!st.pull) return;
-  const auto eta = st.args.env->plan.admission.max_staleness;
+  const auto eta = st.adm->params().max_staleness;  // the plan's, or as set live
   const auto version = st.pull->version;
   drop_stale(
       st.queue, version, eta, [](const scored_group& g) { return oldest_version(g); },
@@ -235,6 +238,20 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
       [self](members_atom, int32_t n) {
         self->state.members = n;
         serve_credits(self);
+      },
+      [self](set_atom, admission_params& p) {
+        // From the trainer, just before its pull for the step the new rules start at (the
+        // same sender, so in order): that pull already drops by the new eta.
+        auto& st = self->state;
+        st.adm->set_params(p);
+        spdlog::info("queue: admission now s={} window={} eta={} capacity={}",
+                     p.staleness_threshold, p.window, p.max_staleness, p.capacity);
+        serve_credits(self);
+      },
+      [self](hold_atom, bool hold) {
+        auto& st = self->state;
+        st.held = hold;
+        if (!hold) serve_credits(self);
       },
       [self](snapshot_atom) -> delivery {
         auto& st = self->state;

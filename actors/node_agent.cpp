@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include <algorithm>
+
 #include <memory>
 #include <optional>
 
@@ -75,7 +77,13 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
       self->quit(dm.reason);
       return;
     }
-    if (--st.alive == 0 && !st.rollouters.empty()) {
+    // A rollouter that is gone (it crashed, or the console removed it) gets no more loads: a
+    // load to it would fail the node's sync and take its other rollouters down with it.
+    auto& rs = st.rollouters;
+    rs.erase(std::remove_if(rs.begin(), rs.end(),
+                            [&](const rollouter_actor& r) { return r.address() == dm.source; }),
+             rs.end());
+    if (--st.alive == 0) {
       spdlog::info("worker: every rollouter has stopped");
       self->quit();
     }
@@ -146,7 +154,13 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
                   [rp, left, failed, v](int64_t) mutable {
                     if (--*left == 0 && !*failed) rp.deliver(v);
                   },
-                  [rp, failed](caf::error& e) mutable {
+                  [rp, left, failed, v](caf::error& e) mutable {
+                    // A rollouter gone meanwhile (removed, or crashed: the controller learns
+                    // that from its own monitor) is not a failure of this node's load.
+                    if (e == caf::sec::request_receiver_down) {
+                      if (--*left == 0 && !*failed) rp.deliver(v);
+                      return;
+                    }
                     if (*failed) return;
                     *failed = true;
                     rp.deliver(std::move(e));

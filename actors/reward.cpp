@@ -13,6 +13,8 @@
 #include <optional>
 #include <set>
 
+#include <utility>
+
 #include "runtime/task/reward.hpp"
 #include "runtime/train/advantages.hpp"
 
@@ -28,6 +30,12 @@ namespace {
 struct reward_fault_log {
   std::mutex mutex;  // detached workers run on their own threads
   std::set<uint64_t> killed;
+  bool hang_next = false;  // the console's `hang reward`: the next call scored never answers
+  /// True once after the console asked for a hang.
+  bool take_hang() {
+    std::lock_guard<std::mutex> guard(mutex);
+    return std::exchange(hang_next, false);
+  }
   /// True the first time `uid` asks for its crash.
   bool first_kill(uint64_t uid) {
     std::lock_guard<std::mutex> guard(mutex);
@@ -58,7 +66,7 @@ reward_worker_actor::behavior_type worker_fn(
         }
         try {
           if (every(f.reward_throw_every, uid)) throw std::runtime_error("injected reward fault");
-          if (every(f.reward_hang_every, uid)) {
+          if (every(f.reward_hang_every, uid) || faults->take_hang()) {
             // Never answers: the caller's timeout fires.
             self->state.hung.push_back(self->make_response_promise<double>());
             return self->state.hung.back();
@@ -321,6 +329,29 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
           st.by_sender.erase(it);
         }
         return {std::move(ids), st.by_worker[worker]};
+      },
+      [self](stats_atom) -> caf::result<reward_counts, std::vector<int64_t>> {
+        auto& st = self->state;
+        auto c = st.counts;
+        c.in_progress = in_progress(st);
+        return {c, st.load};
+      },
+      [self](hang_atom) {
+        auto& st = self->state;
+        std::lock_guard<std::mutex> guard(st.faults->mutex);
+        st.faults->hang_next = true;
+        spdlog::warn("reward: injected fault (console): the next response's scoring hangs");
+      },
+      [self](kill_atom) -> int32_t {
+        // The busiest worker dies as a crash would; the down handler restarts it and moves its
+        // calls (the same path as faults.kill_reward_worker_every).
+        auto& st = self->state;
+        const auto slot =
+            static_cast<size_t>(std::max_element(st.load.begin(), st.load.end()) - st.load.begin());
+        spdlog::warn("reward: injected fault (console): killing worker {}", slot);
+        self->send_exit(st.workers[slot],
+                        caf::make_error(caf::sec::runtime_error, "killed from the console"));
+        return static_cast<int32_t>(slot);
       },
       [self](stop_atom, int64_t expected_groups) -> caf::result<reward_counts> {
         auto& st = self->state;

@@ -64,6 +64,8 @@ struct rollouter_actor_state {
   std::set<int64_t> dropped_versions;
   int64_t completed = 0, tokens = 0, interruptions = 0, chunks = 0;
   double busy_ms = 0;
+  double temperature = 1.0;   // rollout.temperature, or as the console set it
+  int64_t console_delay = 0;  // ms: the console delays the next load (delay-sync), once
   clock::time_point born = clock::now();
 
   int64_t capacity_groups() const {
@@ -193,7 +195,7 @@ void add_group(self_ptr self, prompt_task task) {
     r.sample_index = static_cast<uint32_t>(k);
     r.prompt = task.prompt;
     r.max_new_tokens = static_cast<int32_t>(cfg.rollout.max_new_tokens);
-    r.sampling.temperature = cfg.rollout.temperature;
+    r.sampling.temperature = st.temperature;
     r.sampling.top_k = static_cast<int32_t>(cfg.rollout.top_k);
     r.sampling.top_p = cfg.rollout.top_p;
     if (cfg.workload.lengths != workload_lengths::model) {  // benchmark workload: a forced length
@@ -330,12 +332,15 @@ auto on_load(self_ptr self) {
       st.dropped_loads.push_back(self->make_response_promise<int64_t>());
       return st.dropped_loads.back();
     }
-    if (every(f.sync_delay_every, w.version) && f.sync_delay_ms > 0 && !st.delayed_load) {
+    const bool from_config = every(f.sync_delay_every, w.version) && f.sync_delay_ms > 0;
+    if ((from_config || st.console_delay > 0) && !st.delayed_load) {
+      const auto ms = st.console_delay > 0 ? st.console_delay : f.sync_delay_ms;
+      st.console_delay = 0;
       spdlog::warn("rollouter {}: injected fault: load of v{} delayed by {} ms", st.args.worker,
-                   w.version, f.sync_delay_ms);
+                   w.version, ms);
       auto rp = self->make_response_promise<int64_t>();
       st.delayed_load.emplace(w, rp);
-      self->delayed_send(self, std::chrono::milliseconds(f.sync_delay_ms), apply_atom::value);
+      self->delayed_send(self, std::chrono::milliseconds(ms), apply_atom::value);
       return rp;
     }
     if (auto err = apply_load(self, w)) return err;
@@ -356,6 +361,15 @@ auto on_apply(self_ptr self) {
     else
       rp.deliver(w.version);
   };
+}
+
+// The console's live changes, the same in every state.
+auto on_temperature(self_ptr self) {
+  return [self](set_atom, double t) { self->state.temperature = t; };
+}
+
+auto on_delay(self_ptr self) {
+  return [self](delay_atom, int64_t ms) { self->state.console_delay = ms; };
 }
 
 // A pause: counts unless its resume came first (then it is already over).
@@ -403,6 +417,8 @@ rollouter_actor::behavior_type idle(self_ptr self) {
       on_load(self),
       on_apply(self),
       early_resume(self),
+      on_temperature(self),
+      on_delay(self),
       on_stop(self),
   };
 }
@@ -433,6 +449,8 @@ rollouter_actor::behavior_type generating(self_ptr self) {
       on_load(self),
       on_apply(self),
       early_resume(self),
+      on_temperature(self),
+      on_delay(self),
       on_stop(self),
   };
 }
@@ -446,14 +464,17 @@ rollouter_actor::behavior_type interrupted(self_ptr self) {
       on_load(self),
       on_apply(self),
       resume_when_paused(self),
+      on_temperature(self),
+      on_delay(self),
       on_stop(self),
   };
 }
 
 rollouter_actor::behavior_type syncing(self_ptr self) {
   return {
-      [](start_atom) {}, [](gen_atom) {},          already_paused(self), on_load(self),
-      on_apply(self),    resume_when_paused(self), on_stop(self),
+      [](start_atom) {},    [](gen_atom) {}, already_paused(self),
+      on_load(self),        on_apply(self),  resume_when_paused(self),
+      on_temperature(self), on_delay(self),  on_stop(self),
   };
 }
 
@@ -483,6 +504,8 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
       on_load(self),
       on_apply(self),
       early_resume(self),
+      on_temperature(self),
+      on_delay(self),
       on_stop(self),
   };
 }
@@ -499,6 +522,7 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   st.model = model.ptr();
   load_snapshot(*st.model, st.args.initial, /*alias=*/true);
   st.weights = st.args.initial;
+  st.temperature = cfg.rollout.temperature;
   generator_options go;
   go.max_slots = cfg.rollout.max_batch;
   go.max_seq_len = std::min<int64_t>(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens,

@@ -65,4 +65,11 @@ void run_ledger::restore(std::vector<uint64_t> trained, std::vector<uint64_t> dr
   dropped_seqs_ = std::move(dropped);
 }
 
+std::map<int32_t, int64_t> run_ledger::in_flight_by_worker() const {
+  std::map<int32_t, int64_t> n;
+  for (auto& [id, e] : in_flight_)
+    ++n[e.worker];
+  return n;
+}
+
 }  // namespace asyncrl

@@ -330,6 +330,17 @@ void start_join(sync_ptr self, pending_join j) {
     fail("no weights to send");
     return;
   }
+  if (!j.agent) {  // the console's add-rollouter: local rollouters, with the shared snapshot
+    std::vector<caf::actor> rs;
+    for (int32_t i = 0; i < j.count; ++i) {
+      auto r = st.args.respawn(j.first + i, st.current);
+      st.members[j.first + i] = member{r, caf::actor{}};
+      rs.push_back(caf::actor_cast<caf::actor>(r));
+    }
+    j.promise.deliver(std::move(rs));
+    idle_again(self);
+    return;
+  }
   std::shared_ptr<const std::vector<char>> packed;
   std::string digest;
   pack_with_digest(st.current, packed, digest);

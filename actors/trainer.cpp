@@ -40,6 +40,12 @@ struct step_acc {
 struct trainer_state {
   static inline const char* name = "trainer";
   trainer_args args;
+  // The schedule and the live-settable values: the config's, until the console changes them.
+  schedule_plan plan;
+  live_settings live;
+  std::optional<live_settings> pending_live;  // adopted at the next step boundary ...
+  int64_t pending_step = 0;                   // ... which starts this step
+  int64_t pull_max = 0;                       // groups the outstanding pull may bring
   std::unique_ptr<policy_trainer> pt;
   std::deque<scored_group> buffer;
   // Unaligned micro-batches: the step's groups stay here until the step ends, and responses
@@ -102,7 +108,7 @@ double evaluate_now(trainer_ptr self) {
 // Streams one group into the current step: one micro-batch per chunk of the group.
 void consume(trainer_ptr self, const scored_group& g) {
   auto& st = self->state;
-  const auto& plan = st.args.env->plan;
+  const auto& plan = st.plan;
   // old <- policy: in the on-policy modes at a sync (the weights that generated the batch); in
   // fully_async at the start of each local update (AReaL's proximal policy).
   const bool update_start =
@@ -191,7 +197,7 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
 void send_checkpoint(trainer_ptr self) {
   auto& st = self->state;
   st.checkpoint_wanted = false;
-  const auto every = st.args.env->cfg.checkpoint.every_steps;
+  const auto every = st.live.checkpoint_every_steps;
   if (every > 0) st.next_checkpoint = (st.step / every + 1) * every;
   self->send(st.args.controller, checkpoint_atom::value, make_checkpoint(self));
 }
@@ -214,7 +220,7 @@ void publish(trainer_ptr self) {
 
 void do_step(trainer_ptr self) {
   auto& st = self->state;
-  const auto& plan = st.args.env->plan;
+  const auto& plan = st.plan;
   update_stats u;
   if (!st.pending.empty()) {  // the last, partly filled micro-batch of the step
     st.pt->accumulate(st.pending);
@@ -254,7 +260,7 @@ void do_step(trainer_ptr self) {
   r.queue = st.last_queue;
   r.prox_version = st.prox_version;
   r.out_of_order_groups = st.acc.out_of_order;
-  const auto every = st.args.env->cfg.eval.every_steps;
+  const auto every = st.live.eval_every_steps;
   if (every > 0 && !st.args.test.empty() && (st.step % every == 0 || st.step >= plan.total_steps)) {
     auto t0 = clock::now();
     r.eval_accuracy = evaluate_now(self);
@@ -274,7 +280,8 @@ void do_step(trainer_ptr self) {
     self->send(st.args.controller, done_atom::value);
     return;
   }
-  if (++st.steps_in_sync == plan.steps_per_sync) {
+  // >=: a live change of trigger_parameter_sync_step may leave the window past its new end.
+  if (++st.steps_in_sync >= plan.steps_per_sync) {
     st.steps_in_sync = 0;
     publish(self);
   }
@@ -286,7 +293,7 @@ void do_step(trainer_ptr self) {
 // mini-batches are here (verl gathers them before the update's first optimizer step).
 bool gathering(trainer_ptr self) {
   auto& st = self->state;
-  const auto& plan = st.args.env->plan;
+  const auto& plan = st.plan;
   return plan.steps_per_update > 1 && st.groups_in_step == 0 &&
          st.step % plan.steps_per_update == 0 &&
          static_cast<int64_t>(st.buffer.size()) < plan.steps_per_update * plan.groups_per_step;
@@ -294,7 +301,7 @@ bool gathering(trainer_ptr self) {
 
 void process_buffer(trainer_ptr self) {
   auto& st = self->state;
-  const auto per_step = st.args.env->plan.groups_per_step;
+  const auto per_step = st.plan.groups_per_step;
   while (!st.buffer.empty() && !st.finished && !gathering(self)) {
     consume(self, st.buffer.front());
     st.buffer.pop_front();
@@ -303,10 +310,41 @@ void process_buffer(trainer_ptr self) {
   pull_next(self);
 }
 
+// The first step that starts after the groups in hand (consumed into the current step, buffered,
+// or on their way in the outstanding pull) are trained: where live settings are adopted.
+int64_t next_boundary_step(const trainer_state& st) {
+  const auto in_hand =
+      st.groups_in_step + static_cast<int64_t>(st.buffer.size()) + (st.pulling ? st.pull_max : 0);
+  const auto per = std::max<int64_t>(1, st.plan.groups_per_step);
+  return st.step + (in_hand + per - 1) / per + 1;
+}
+
+// At a step boundary (nothing in hand, no pull out): the trainer's own values change, and the
+// queue gets its new admission rules before the pull for this step (same sender, in order).
+void adopt_live(trainer_ptr self) {
+  auto& st = self->state;
+  st.live = *st.pending_live;
+  st.pending_live.reset();
+  auto cfg = st.args.env->cfg;
+  cfg.async_training.staleness_threshold = st.live.staleness_threshold;
+  cfg.async_training.max_staleness = st.live.max_staleness;
+  cfg.async_training.trigger_parameter_sync_step = st.live.trigger_parameter_sync_step;
+  st.plan = make_schedule(schedule_params_from(cfg));
+  st.pt->set_lr(st.live.lr);
+  const auto every = st.live.checkpoint_every_steps;
+  st.next_checkpoint = every > 0 ? (st.step / every + 1) * every : 0;
+  self->send(st.args.queue, set_atom::value, st.plan.admission);
+  if (st.step + 1 != st.pending_step)
+    spdlog::warn("trainer: live settings adopted at step {}, announced for step {}", st.step + 1,
+                 st.pending_step);
+  spdlog::info("trainer: live settings in effect from step {}", st.step + 1);
+}
+
 void pull_next(trainer_ptr self) {
   auto& st = self->state;
   if (st.finished || st.pulling) return;
-  const auto& plan = st.args.env->plan;
+  if (st.pending_live && st.groups_in_step == 0 && st.buffer.empty()) adopt_live(self);
+  const auto& plan = st.plan;
   int64_t min = 1, max = plan.groups_per_step - st.groups_in_step;
   if (plan.wait_for_batch) {
     // sync: the whole batch must be generated and scored before training starts.
@@ -316,6 +354,7 @@ void pull_next(trainer_ptr self) {
         plan.steps_per_update * plan.groups_per_step - static_cast<int64_t>(st.buffer.size());
   }
   st.pulling = true;
+  st.pull_max = max;
   auto t0 = clock::now();
   self->request(st.args.queue, caf::infinite, pull_atom::value, st.pt->version(), min, max)
       .then(
@@ -333,7 +372,7 @@ void pull_next(trainer_ptr self) {
             }
             if (d.groups.empty()) return;  // the queue is shutting down
             ++st.counts.deliveries;
-            if (st.args.env->plan.wait_for_batch)
+            if (st.plan.wait_for_batch)
               std::sort(d.groups.begin(), d.groups.end(),
                         [](const scored_group& a, const scored_group& b) {
                           return a.group_id < b.group_id;
@@ -355,6 +394,13 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   st.args = std::move(args);
   set_torch_threads(st.args.env->trainer_threads);
   const auto& cfg = st.args.env->cfg;
+  st.plan = st.args.env->plan;
+  st.live = live_settings{cfg.async_training.staleness_threshold,
+                          cfg.async_training.max_staleness,
+                          cfg.async_training.trigger_parameter_sync_step,
+                          cfg.trainer.lr,
+                          cfg.checkpoint.every_steps,
+                          cfg.eval.every_steps};
   CausalLM policy(st.args.env->model);
   policy->to(torch::Device(cfg.runtime.device));
   load_snapshot(*policy, st.args.initial, /*alias=*/false);
@@ -388,10 +434,22 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
       [self](checkpoint_atom) {
         // A signal: now if this is a boundary (or the run has no more steps), else at the end
         // of the sync window.
-        if (at_checkpoint_boundary(self) || self->state.finished)
+        // Never inside a step: the groups streamed into it are accumulated gradients, which a
+        // checkpoint cannot hold (policy_trainer::save_state refuses them).
+        auto& st = self->state;
+        if (st.groups_in_step == 0 && (at_checkpoint_boundary(self) || st.finished))
           send_checkpoint(self);
         else
           self->state.checkpoint_wanted = true;
+      },
+      [self](set_atom, live_settings& s) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (st.finished)
+          return caf::make_error(caf::sec::runtime_error, "the trainer has finished its steps");
+        st.pending_step = next_boundary_step(st);
+        st.pending_live = s;
+        if (!st.pulling && st.groups_in_step == 0 && st.buffer.empty()) adopt_live(self);
+        return st.pending_step;
       },
       [self](stop_atom, int64_t expected_groups) -> caf::result<trainer_counts> {
         auto& st = self->state;

@@ -35,6 +35,8 @@ queue_actor fake_queue(caf::actor_system& sys) {
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
         [](members_atom, int32_t) {},
+        [](set_atom, admission_params&) {},
+        [](hold_atom, bool) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -66,6 +68,8 @@ rollouter_actor fake_rollouter(caf::actor_system& sys, const model_config& cfg) 
         },
         [](resume_atom, int64_t) {},
         [](apply_atom) {},
+        [](set_atom, double) {},
+        [](delay_atom, int64_t) {},
         [self](stop_atom) -> rollout_counts {
           self->quit();
           return {};

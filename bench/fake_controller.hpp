@@ -28,6 +28,7 @@ inline controller_actor fake_controller(caf::actor_system& sys) {
         [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
         [](lost_atom, caf::actor&, std::string&) {},
         [](watchdog_atom) {},
+        [](console_atom, console_request&) { return console_reply{}; },
     };
   });
 }

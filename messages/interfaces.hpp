@@ -23,7 +23,9 @@ using rollouter_actor = caf::typed_actor<
     caf::replies_to<pause_atom, int64_t>::with<int64_t>,  // stop at a token boundary (or drain)
     caf::replies_to<load_atom, weight_snapshot>::with<int64_t>,  // load weights -> version
     caf::reacts_to<resume_atom, int64_t>,                        // continue under the new weights
-    caf::reacts_to<apply_atom>,  // (self) a delayed load is due (faults.sync_delay_every)
+    caf::reacts_to<apply_atom>,           // (self) a delayed load is due (faults.sync_delay_every)
+    caf::reacts_to<set_atom, double>,     // the console: rollout.temperature for new groups
+    caf::reacts_to<delay_atom, int64_t>,  // the console: delay the next load by this many ms
     caf::replies_to<stop_atom>::with<rollout_counts>>;
 
 /// One scoring worker of the Reward pool.
@@ -39,6 +41,10 @@ using reward_worker_actor =
 using reward_actor = caf::typed_actor<
     caf::reacts_to<score_atom, scored_group>,
     caf::replies_to<settle_atom, caf::actor_addr, int32_t>::with<std::vector<uint64_t>, int64_t>,
+    // The console: counts so far and the calls outstanding per worker; a hang of the next
+    // response's scoring; a crash of the busiest worker (-> its slot).
+    caf::replies_to<stats_atom>::with<reward_counts, std::vector<int64_t>>,
+    caf::reacts_to<hang_atom>, caf::replies_to<kill_atom>::with<int32_t>,
     caf::replies_to<stop_atom, int64_t>::with<reward_counts>>;
 
 /// Bounded buffer of scored groups; grants admission credits and enforces staleness. A stop
@@ -53,7 +59,9 @@ using queue_actor = caf::typed_actor<
     // granted will never arrive (the controller regenerates those prompts).
     caf::reacts_to<lost_atom, int32_t, int64_t>,
     caf::replies_to<snapshot_atom>::with<delivery>,  // a copy of the queued groups + counters
-    caf::reacts_to<members_atom, int32_t>,  // rollouters now alive (their shares of a window)
+    caf::reacts_to<members_atom, int32_t>,       // rollouters now alive (their shares of a window)
+    caf::reacts_to<set_atom, admission_params>,  // the trainer: new rules from its next pull
+    caf::reacts_to<hold_atom, bool>,             // the console: stop / restart admission
     caf::replies_to<stats_atom>::with<queue_stats>,
     caf::replies_to<stop_atom, int64_t>::with<queue_stats>>;
 
@@ -67,7 +75,8 @@ using queue_actor = caf::typed_actor<
 using synchronizer_actor = caf::typed_actor<
     caf::replies_to<publish_atom, weight_snapshot>::with<sync_report>,
     caf::replies_to<respawn_atom, int32_t>::with<caf::actor>,
-    // node agent, first worker id, rollouters -> their handles, in worker order
+    // node agent, first worker id, rollouters -> their handles, in worker order; a null agent
+    // adds rollouters in this process (the console's add-rollouter)
     caf::replies_to<join_atom, caf::actor, int32_t, int32_t>::with<std::vector<caf::actor>>,
     caf::reacts_to<leave_atom, std::vector<int32_t>>,     // these workers are gone
     caf::reacts_to<retry_atom>,                           // (self) retry a failed sync
@@ -76,10 +85,12 @@ using synchronizer_actor = caf::typed_actor<
 /// Consumes groups, steps the optimizer, triggers syncs. A stop names how many groups the
 /// queue delivered; it is answered once all have arrived. A checkpoint request is answered (to
 /// the controller, as checkpoint_atom + trainer_checkpoint) at the next step boundary where a
-/// checkpoint can be taken.
+/// checkpoint can be taken. New live settings (the console) are adopted at the next step
+/// boundary; the answer is the first step that runs under them.
 using trainer_actor =
     caf::typed_actor<caf::reacts_to<start_atom>, caf::replies_to<final_atom>::with<weight_snapshot>,
                      caf::reacts_to<checkpoint_atom>,
+                     caf::replies_to<set_atom, live_settings>::with<int64_t>,
                      caf::replies_to<stop_atom, int64_t>::with<trainer_counts>>;
 
 /// The agent of an `asyncrl worker` process: receives weights in chunks, launches the
@@ -103,6 +114,7 @@ using controller_actor = caf::typed_actor<
     caf::replies_to<join_atom, join_request>::with<join_reply>,  // a worker process joins
     caf::reacts_to<lost_atom, caf::actor, std::string>,      // a node failed a sync step: drop it
     caf::reacts_to<requeue_atom, int32_t, caf::actor_addr>,  // (self) a rollouter died
-    caf::reacts_to<watchdog_atom>>;                          // (self) has a step completed lately?
+    caf::reacts_to<watchdog_atom>,                           // (self) has a step completed lately?
+    caf::replies_to<console_atom, console_request>::with<console_reply>>;  // asyncrl repl
 
 }  // namespace asyncrl

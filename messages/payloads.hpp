@@ -63,6 +63,7 @@ struct queue_stats {
   int64_t credit_requests_waiting = 0;  // rollouters' requests held for admission budget
   int64_t pull_waiting_min = 0;         // groups the trainer's waiting pull needs; 0 = none
   std::string admission_limit;          // what held the last refused grant: window, eta, ...
+  bool held = false;                    // the console paused admission (pause / resume)
   // Per staleness window (index = syncs seen): groups granted in it, and groups carried into it
   // (running + queued when it opened). Raw counts, so that a test can check verl's budget
   // granted + carried <= floor((1 + s) k R) without trusting the admission arithmetic.
@@ -195,8 +196,8 @@ typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
   return f(caf::meta::type_name("queue_stats"), x.depth, x.running, x.received, x.delivered,
            x.dropped_stale, x.regenerated, x.abandoned, x.lost, x.restored, x.admitted_in_window,
            x.window_budget, x.carried, x.capacity, x.published_version, x.max_delivered_staleness,
-           x.credit_requests_waiting, x.pull_waiting_min, x.admission_limit, x.window_granted,
-           x.window_carried);
+           x.credit_requests_waiting, x.pull_waiting_min, x.admission_limit, x.held,
+           x.window_granted, x.window_carried);
 }
 
 template <class Inspector>

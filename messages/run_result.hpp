@@ -14,11 +14,12 @@
 namespace asyncrl {
 
 /// How a run ended; summary.json's `status`.
-enum class run_status { completed, failed, interrupted };
+enum class run_status { completed, failed, interrupted, stopped };  // stopped: the console
 inline constexpr enum_name<run_status> run_status_names[] = {
     {run_status::completed, "completed"},
     {run_status::failed, "failed"},
-    {run_status::interrupted, "interrupted"}};
+    {run_status::interrupted, "interrupted"},
+    {run_status::stopped, "stopped"}};
 constexpr const auto& enum_names(run_status) {
   return run_status_names;
 }

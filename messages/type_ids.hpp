@@ -10,6 +10,7 @@
 
 #include "messages/checkpoint.hpp"
 #include "messages/cluster.hpp"
+#include "messages/console.hpp"
 #include "messages/payloads.hpp"
 #include "messages/run_result.hpp"
 #include "messages/weights.hpp"
@@ -41,6 +42,11 @@ CAF_ADD_TYPE_ID(asyncrl, (std::vector<uint64_t>))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::join_request))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::join_reply))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::weight_chunk))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::console_request))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::console_reply))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::live_settings))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::admission_params))
+CAF_ADD_TYPE_ID(asyncrl, (std::vector<int64_t>))
 CAF_END_TYPE_ID_BLOCK(asyncrl)
 
 CAF_ADD_ATOM(asyncrl, asyncrl, start_atom, "start")
@@ -80,6 +86,12 @@ CAF_ADD_ATOM(asyncrl, asyncrl, launch_atom, "launch")
 CAF_ADD_ATOM(asyncrl, asyncrl, members_atom, "members")
 CAF_ADD_ATOM(asyncrl, asyncrl, settle_atom, "settle")
 CAF_ADD_ATOM(asyncrl, asyncrl, leave_atom, "leave")
+CAF_ADD_ATOM(asyncrl, asyncrl, console_atom, "console")
+CAF_ADD_ATOM(asyncrl, asyncrl, set_atom, "set")
+CAF_ADD_ATOM(asyncrl, asyncrl, hold_atom, "hold")
+CAF_ADD_ATOM(asyncrl, asyncrl, hang_atom, "hang")
+CAF_ADD_ATOM(asyncrl, asyncrl, delay_atom, "delay")
+CAF_ADD_ATOM(asyncrl, asyncrl, kill_atom, "kill")
 
 namespace asyncrl {
 

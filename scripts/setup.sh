@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev
   python3 python3-matplotlib
   openssl procps  # scripts/make-certs.sh and the cluster tests (pgrep, pkill)
+  tmux            # the console's interactive test (tests/repl, ctest -L repl)
 )
 
 install_missing() {

@@ -59,6 +59,7 @@ controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
             [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
             [](lost_atom, caf::actor&, std::string&) {},
             [](watchdog_atom) {},
+            [](console_atom, console_request&) { return console_reply{}; },
         };
       }));
 }
@@ -81,6 +82,8 @@ queue_actor fake_queue(test::coordinated_system& cs, log_ptr log, int64_t budget
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
         [](members_atom, int32_t) {},
+        [](set_atom, admission_params&) {},
+        [](hold_atom, bool) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -94,6 +97,11 @@ reward_actor fake_reward(test::coordinated_system& cs, log_ptr log) {
         [](settle_atom, caf::actor_addr&, int32_t) -> caf::result<std::vector<uint64_t>, int64_t> {
           return {std::vector<uint64_t>{}, int64_t{0}};
         },
+        [](stats_atom) -> caf::result<reward_counts, std::vector<int64_t>> {
+          return {reward_counts{}, std::vector<int64_t>{}};
+        },
+        [](hang_atom) {},
+        [](kill_atom) { return int32_t{0}; },
         [self](stop_atom, int64_t) -> reward_counts {
           self->quit();
           return {};
@@ -125,6 +133,8 @@ rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::s
             },
             [=](resume_atom, int64_t) { log->events.push_back(name + " resume"); },
             [](apply_atom) {},
+            [](set_atom, double) {},
+            [](delay_atom, int64_t) {},
             [self](stop_atom) -> rollout_counts {
               self->quit();
               return {};
@@ -526,6 +536,8 @@ queue_actor holding_queue(test::coordinated_system& cs, log_ptr log,
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
         [](members_atom, int32_t) {},
+        [](set_atom, admission_params&) {},
+        [](hold_atom, bool) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };

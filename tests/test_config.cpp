@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <sstream>
 #include <utility>
 
 #include "runtime/config/params.hpp"
@@ -412,3 +414,20 @@ TEST(Config, CafThreadsIsAKey) {
 }
 
 }  // namespace
+
+// Doubles print as the shortest text that reads back exactly: readable in config.yaml, the
+// console's answers and events.jsonl, and still bit-for-bit (checkpoints compare configs).
+TEST(Config, DoublesPrintShortAndRoundTripExactly) {
+  auto lc = load_config("", {"trainer.lr=2e-4", "rollout.temperature=0.7"});
+  EXPECT_EQ(lc->schema.value("trainer.lr"), "0.0002");
+  EXPECT_EQ(lc->schema.value("rollout.temperature"), "0.7");
+  for (double v : {1.0 / 3.0, 0.1, 1e-300, 5e-324, 123456789.125, 2.0 / 3.0 * 1e-7}) {
+    std::ostringstream os;
+    os.precision(17);
+    os << v;
+    auto again = load_config("", {"trainer.lr=" + os.str()});
+    const auto text = again->schema.value("trainer.lr");
+    EXPECT_EQ(std::strtod(text.c_str(), nullptr), v) << text;
+    EXPECT_EQ(again->cfg.trainer.lr, v);
+  }
+}

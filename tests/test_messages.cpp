@@ -72,7 +72,7 @@ void expect_same(const queue_stats& a, const queue_stats& b) {
       SAME(regenerated), SAME(abandoned), SAME(lost), SAME(restored), SAME(admitted_in_window),
       SAME(window_budget), SAME(carried), SAME(capacity), SAME(published_version),
       SAME(max_delivered_staleness), SAME(credit_requests_waiting), SAME(pull_waiting_min),
-      SAME(admission_limit), SAME(window_granted), SAME(window_carried);
+      SAME(admission_limit), SAME(held), SAME(window_granted), SAME(window_carried);
 }
 
 void expect_same(const delivery& a, const delivery& b) {
@@ -172,8 +172,8 @@ scored_group make_group(uint64_t k) {
 }
 
 queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107, 119,   120,        108,
-          109, 110, 111, 112, 113, 114, 115, "eta", {116, 117}, {0, 118}};
+  return {101, 102, 103, 104, 105, 106, 107,   119,  120,        108,     109,
+          110, 111, 112, 113, 114, 115, "eta", true, {116, 117}, {0, 118}};
 }
 
 std::shared_ptr<weight_blob> make_blob() {

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "messages/type_ids.hpp"
+#include "runtime/console/commands.hpp"
 
 extern char** environ;
 
@@ -237,8 +238,8 @@ prompt_task make_prompt(uint64_t k) {
 }
 
 queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107, 119,   120,        108,
-          109, 110, 111, 112, 113, 114, 115, "eta", {116, 117}, {0, 118}};
+  return {101, 102, 103, 104, 105, 106, 107,   119,  120,        108,     109,
+          110, 111, 112, 113, 114, 115, "eta", true, {116, 117}, {0, 118}};
 }
 
 update_stats make_update_stats() {
@@ -365,6 +366,11 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(join_request{"worker-host", 4321, 3, local});
   s.type(join_reply{"algorithm:\n  eta: 1\n", 8, local, remote, caf::actor{}});
   s.type(make_chunk());
+  s.type(console_request{static_cast<int32_t>(console_cmd::set), {"trainer.lr", "1e-5"}, true});
+  s.type(console_reply{true, "", "{\"key\": \"trainer.lr\", \"effective_step\": 17}"});
+  s.type(live_settings{0.5, 2, 3, 1.5e-5, 10, 20});
+  s.type(admission_params{12, 0.25, 4, 3, 40});
+  s.type(std::vector<int64_t>{-1, 0, 1LL << 40});
 
   // Messages of the interfaces that cross nodes (messages/interfaces.hpp), atoms included.
   s.message(join_atom::value, join_request{"h", 1, 2, local});
@@ -387,6 +393,17 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.message(stop_atom::value);
   s.message(checkpoint_atom::value, make_trainer_checkpoint());
   s.message(members_atom::value, int32_t{5});
+  // The console's messages (a client may attach from another process).
+  s.message(console_atom::value,
+            console_request{static_cast<int32_t>(console_cmd::status), {}, false});
+  s.message(set_atom::value, live_settings{0.0, -1, 1, 1e-4, 0, 0});
+  s.message(set_atom::value, admission_params{4, 0.0, 1, -1, 8});
+  s.message(set_atom::value, 0.7);
+  s.message(hold_atom::value, true);
+  s.message(delay_atom::value, int64_t{300});
+  s.message(hang_atom::value);
+  s.message(kill_atom::value);
+  s.message(stats_atom::value);
   return s;
 }
 

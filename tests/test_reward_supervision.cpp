@@ -46,6 +46,8 @@ queue_actor collecting_queue(test::coordinated_system& cs, puts_ptr puts) {
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
         [](members_atom, int32_t) {},
+        [](set_atom, admission_params&) {},
+        [](hold_atom, bool) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };

@@ -86,6 +86,7 @@ controller_actor fake_controller(test::coordinated_system& cs, log_ptr log) {
               log->lost.emplace_back(agent, why);
             },
             [](watchdog_atom) {},
+            [](console_atom, console_request&) { return console_reply{}; },
         };
       }));
 }
@@ -104,6 +105,8 @@ queue_actor fake_queue(test::coordinated_system& cs, log_ptr log) {
         [](lost_atom, int32_t, int64_t) {},
         [](snapshot_atom) -> delivery { return {}; },
         [](members_atom, int32_t) {},
+        [](set_atom, admission_params&) {},
+        [](hold_atom, bool) {},
         [](stats_atom) -> queue_stats { return {}; },
         [](stop_atom, int64_t) -> queue_stats { return {}; },
     };
@@ -137,6 +140,8 @@ rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::s
               log->events.push_back(name + " resume " + std::to_string(token));
             },
             [](apply_atom) {},
+            [](set_atom, double) {},
+            [](delay_atom, int64_t) {},
             [self](stop_atom) -> rollout_counts {
               self->quit();
               return {};

@@ -10,6 +10,7 @@
 #include "apps/asyncrl/data_command.hpp"
 #include "apps/asyncrl/eval_command.hpp"
 #include "apps/asyncrl/generate_command.hpp"
+#include "apps/asyncrl/repl_command.hpp"
 #include "apps/asyncrl/score_command.hpp"
 #include "apps/asyncrl/sft_command.hpp"
 #include "apps/asyncrl/simulate_command.hpp"
@@ -53,6 +54,8 @@ struct cli_args {
   CLI::App* chaos_cmd = nullptr;
   CLI::App* worker_cmd = nullptr;
   worker_options worker;
+  CLI::App* repl_cmd = nullptr;
+  repl_options repl;
   CLI::App* simulate_cmd = nullptr;
   CLI::App* eval_cmd = nullptr;
   CLI::App* generate_cmd = nullptr;
@@ -103,6 +106,23 @@ void add_run_commands(CLI::App& app, cli_args& a) {
   a.worker_cmd->add_option("overrides", a.worker.overrides,
                            "this machine's settings: runtime.device=..., rollout.threads=..., "
                            "cluster.tls.*=...");
+  a.repl_cmd = app.add_subcommand(
+      "repl", "the console: watch and steer a live run (attach to one, or start one)");
+  a.repl_cmd->add_option("--attach", a.repl.attach,
+                         "RUN_DIR (its cluster.json) or HOST:PORT of a run in progress");
+  a.repl_cmd->add_option("--config,-c", a.repl.config,
+                         "start `asyncrl train --config FILE` in the background and attach");
+  a.repl_cmd->add_option(
+      "--exec,-e", a.repl.exec,
+      "run these commands (separated by ';') and exit, e.g. \"status; checkpoint\"");
+  a.repl_cmd->add_flag("--json", a.repl.json, "one JSON object per command (for scripts)");
+  a.repl_cmd->add_flag("--read-only", a.repl.read_only,
+                       "refuse every command that changes the run");
+  a.repl_cmd->add_option("--tls-dir", a.repl.tls_dir,
+                         "DIR with ca.pem, node.pem, node.key, as for workers");
+  a.repl_cmd->add_option("overrides", a.repl.overrides,
+                         "with --config: the run's key=value overrides; with --attach: "
+                         "cluster.tls.*, cluster.request_timeout_ms, runtime.log_level");
   a.chaos_cmd = app.add_subcommand(
       "chaos", "fault-injection soak: short train runs, one fault kind each, invariants checked");
   a.chaos.attach(a.chaos_cmd, true);
@@ -199,6 +219,7 @@ int dispatch(const cli_args& a) {
   if (a.simulate_cmd->parsed()) return run_simulate_command(*a.simulate.load(), a.per_step);
   if (a.train_cmd->parsed()) return run_train(a);
   if (a.worker_cmd->parsed()) return run_worker_command(a.worker);
+  if (a.repl_cmd->parsed()) return run_repl_command(a.repl);
   if (a.chaos_cmd->parsed())
     return run_chaos_command({a.chaos.path, a.chaos.overrides, a.chaos_rounds});
   if (a.eval_cmd->parsed()) return quietly(run_eval_command, a.eval);

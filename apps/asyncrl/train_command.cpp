@@ -253,6 +253,11 @@ int run_train_command(const loaded_config& lc, const std::string& resume_dir) {
   print_line(rep.summary);
   const auto& result = rep.result;
   if (result.ok) return 0;
+  if (result.status == run_status::stopped) {  // the console's stop: as asked, not a failure
+    std::cerr << "stopped: " << result.error << "\nresume with: asyncrl train --resume "
+              << rep.run_dir << std::endl;
+    return 0;
+  }
   std::cerr << (result.status == run_status::interrupted ? "interrupted: " : "error: ")
             << result.error << std::endl;
   if (!list_checkpoints(rep.checkpoint_dir).empty())

@@ -45,11 +45,18 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   throw config_error(where + ": key '" + key + "': " + what);
 }
 
+// The shortest text that reads back as exactly `v` (0.0002, not 0.00020000000000000001): the
+// dumped config and the console's answers stay readable and still round-trip bit for bit.
 std::string format_double(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+  std::string s;
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::ostringstream os;
+    os.precision(precision);
+    os << v;
+    s = os.str();
+    if (std::strtod(s.c_str(), nullptr) == v) break;
+  }
+  return s;
 }
 
 }  // namespace

@@ -6,10 +6,15 @@
 
 namespace asyncrl {
 
-admission_control::admission_control(admission_params p) : p_(p) {
-  if (p_.window <= 0 || p_.consumer_batch <= 0 || p_.capacity <= 0)
+admission_control::admission_control(admission_params p) {
+  set_params(p);
+}
+
+void admission_control::set_params(admission_params p) {
+  if (p.window <= 0 || p.consumer_batch <= 0 || p.capacity <= 0)
     throw std::invalid_argument("admission: window, consumer batch and capacity must be > 0");
-  if (p_.staleness_threshold < 0) throw std::invalid_argument("admission: s must be >= 0");
+  if (p.staleness_threshold < 0) throw std::invalid_argument("admission: s must be >= 0");
+  p_ = p;
 }
 
 int64_t admission_control::window_budget() const {

@@ -28,6 +28,10 @@ class admission_control {
  public:
   explicit admission_control(admission_params p);
 
+  /// New rules from now on (the console's live settings); the counters stay. Throws like the
+  /// constructor on invalid parameters.
+  void set_params(admission_params p);
+
   /// Grants up to `want` new groups and counts them as running.
   int64_t grant(int64_t want);
   /// Why the last grant() gave less than asked: "window", "eta", "capacity" or "".

@@ -207,6 +207,11 @@ std::vector<at::Tensor> policy_trainer::pending_gradient() const {
   return out;
 }
 
+void policy_trainer::set_lr(double lr) {
+  p_.lr = lr;
+  schedule_ = lr_schedule{p_.lr_schedule, p_.lr, p_.warmup_steps, p_.total_steps, p_.min_lr_ratio};
+}
+
 update_stats policy_trainer::step() {
   update_stats u;
   const double norm =

@@ -56,6 +56,10 @@ class policy_trainer {
   /// so after a throw this trainer is unchanged. Drops any gradient pending here.
   void load_state(const std::string& bytes);
 
+  /// A new peak learning rate for the steps to come (the console's `set trainer.lr`); the lr
+  /// schedule keeps its shape and position.
+  void set_lr(double lr);
+
   /// Successful optimizer steps so far: the version of the current policy weights.
   int64_t version() const { return version_; }
   void set_version(int64_t v) { version_ = v; }

@@ -97,32 +97,7 @@ wait_train() {
 # check_summary RUN_DIR [min joined] [min lost]: the accounting identity, hop by hop, and the
 # ledger: every schedule position trained or dropped exactly once.
 check_summary() {
-  python3 - "$1" "${2:-0}" "${3:-0}" <<'PY'
-import json, sys
-run, joined, lost = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-s = json.load(open(run + "/summary.json"))
-def need(ok, what):
-    if not ok:
-        print("FAIL:", what, json.dumps({k: s.get(k) for k in (
-            "status", "error", "groups_generated", "groups_trained", "groups_dropped",
-            "groups_in_flight", "remote_rollouters_joined", "remote_rollouters_lost")}))
-        sys.exit(1)
-need(s["status"] == "completed", "status")
-need(s["groups_generated"] == s["groups_trained"] + s["groups_dropped"] + s["groups_in_flight"],
-     "generated = trained + dropped + in flight")
-need(s["reward"]["received"] == s["groups_generated"], "rollouters -> reward")
-need(s["reward"]["forwarded"] == s["queue"]["received"], "reward -> queue")
-need(s["queue"]["delivered"] == s["trainer"]["received"], "queue -> trainer")
-need(s["groups_trained"] > 0, "something trained")
-need(s["remote_rollouters_joined"] >= joined, "rollouters joined")
-need(s["remote_rollouters_lost"] >= lost, "rollouters lost")
-l = json.load(open(run + "/ledger.json"))
-seqs = l["trained"] + l["dropped"]
-need(len(seqs) == len(set(seqs)), "a schedule position trained or dropped twice")
-need(sorted(seqs + l["in_flight"]) == list(range(l["next_seq"])), "a schedule position lost")
-print("ok:", run, "generated", s["groups_generated"], "trained", s["groups_trained"],
-      "joined", s["remote_rollouters_joined"], "lost", s["remote_rollouters_lost"])
-PY
+  python3 "$ROOT/tests/check_run.py" "$1" --joined "${2:-0}" --lost "${3:-0}"
 }
 
 case "$CASE" in

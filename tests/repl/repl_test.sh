@@ -1,0 +1,366 @@
+#!/usr/bin/env bash
+# The console (asyncrl repl) against real runs on loopback: ctest label `repl`.
+#   repl_test.sh ASYNCRL WORK_DIR CASE [MODE]
+# Cases:
+#   session MODE  a scripted session (--json, piped and --exec) against a local run: status, set
+#                 (a live key, a refused key), pause/resume (training drains, the watchdog is
+#                 quiet), checkpoint, eval, generate, workers, kill a rollouter (it restarts),
+#                 hang reward, delay-sync, stop. Asserts on the JSON answers and on the run's
+#                 files: events.jsonl, the checkpoint, metrics.jsonl (the lr changes at the
+#                 announced step), summary.json and ledger.json (the accounting identity).
+#   remote        the same console on a run whose rollouters are in an `asyncrl worker`
+#                 process: add-rollouter (local), remove-rollouter (remote), kill, set, stop.
+#   staleness     fully_async: `set max_staleness 1` holds from the announced step on
+#                 (staleness_max in metrics.jsonl), and the run trained staler groups before.
+#   config        `asyncrl repl --config FILE --exec "...; stop"` starts a run, steers it, stops it.
+#   security      TLS: refused without a certificate, attached with one; --read-only refuses
+#                 every command that changes the run.
+#   tty           the interactive console under tmux: tab completion, history recall (also
+#                 after a restart, from ~/.asyncrl_history), help.
+# Every process it starts is killed on exit; every wait is bounded.
+set -euo pipefail
+
+BIN=$(readlink -f "${1:?asyncrl binary}")
+WORK=${2:?work dir}
+CASE=${3:?case}
+MODE=${4:-periodic}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CFG=$ROOT/configs/chaos/base.yaml
+# The tiny chaos run, long enough to be steered (it ends with the console's stop); a stall fails
+# it in 30 s.
+COMMON=(trainer.total_steps=100000 checkpoint.every_steps=0 runtime.progress_timeout_s=30
+        runtime.log_level=info cluster.request_timeout_ms=5000)
+TMUX_SOCK="asyncrl_repl_test_$$"
+
+pids=()
+cleanup() {
+  tmux -L "$TMUX_SOCK" kill-server 2>/dev/null || true
+  for p in "${pids[@]}"; do pkill -9 -P "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+fail() {
+  echo "FAIL: $*"
+  for f in "$WORK"/*.log "$WORK"/*.jsonl "$WORK"/run/events.jsonl; do
+    [[ -f "$f" ]] && { echo "--- $f"; tail -25 "$f"; }
+  done
+  exit 1
+}
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+start_train() {
+  local name=$1
+  shift
+  timeout 300 "$BIN" train -c "$CFG" "${COMMON[@]}" runtime.run_dir="$WORK/$name" "$@" \
+    >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  TRAIN_PID=$!
+  pids+=("$TRAIN_PID")
+}
+
+port_of() {
+  for _ in $(seq 300); do
+    if [[ -f "$1/cluster.json" ]]; then
+      python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$1/cluster.json"
+      return
+    fi
+    kill -0 "$TRAIN_PID" 2>/dev/null || fail "train exited before listening"
+    sleep 0.1
+  done
+  fail "no $1/cluster.json after 30 s"
+}
+
+steps_of() { [[ -f "$1/metrics.jsonl" ]] && wc -l <"$1/metrics.jsonl" || echo 0; }
+
+# wait_steps RUN_DIR N: until metrics.jsonl has N steps (bounded: 60 s).
+wait_steps() {
+  for _ in $(seq 600); do
+    [[ $(steps_of "$1") -ge $2 ]] && return
+    sleep 0.1
+  done
+  fail "no $2 steps in 60 s"
+}
+
+wait_train() {
+  local rc=0
+  wait "$TRAIN_PID" || rc=$?
+  [[ $rc -eq 0 ]] || fail "train exited with $rc"
+}
+
+# repl ARGS...: the console, bounded.
+repl() { timeout 120 "$BIN" repl "$@"; }
+
+# jq-like checks on the session's JSON lines: check FILE 'python expression over r' MESSAGE,
+# where r is the list of answers in order.
+check() {
+  python3 - "$1" "$2" "$3" <<'PY' || fail "$3"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ok = eval(sys.argv[2], {"r": r, "json": json})
+if not ok:
+    print("check failed:", sys.argv[3]); [print(" ", x) for x in r]; sys.exit(1)
+PY
+}
+
+# The answer to the command that starts with PREFIX, from a JSON session file.
+answer() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    x = json.loads(l)
+    if x["command"].startswith(sys.argv[2]):
+        print(json.dumps(x)); break
+PY
+}
+
+# wait_drained RUN_DIR: paused, the step count stops moving and nothing is generating or queued.
+wait_drained() {
+  local last=-1
+  for _ in $(seq 60); do
+    repl --attach "$1" --json --exec status >"$WORK/drain.jsonl" || true
+    local now
+    now=$(python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read()); q=r["result"]["queue"]; print(r["result"]["run"]["step"] if q["running"]==0 and q["depth"]==0 else -2)' "$WORK/drain.jsonl")
+    [[ $now -ge 0 && $now -eq $last ]] && { DRAINED_AT=$now; return; }
+    last=$now
+    sleep 0.5
+  done
+  fail "the paused run did not drain in 30 s"
+}
+
+# Events of the run, by name, checked against events.jsonl.
+check_events() {
+  python3 - "$1/events.jsonl" "${@:2}" <<'PY' || fail "events.jsonl"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+names = [e["event"] for e in ev]
+for want in sys.argv[2:]:
+    if want not in names:
+        print("missing event", want, "in", names); sys.exit(1)
+for e in ev:
+    for k in ("time", "wall_time_s", "step", "event"):
+        if k not in e: print("event without", k, e); sys.exit(1)
+print("ok: events", names)
+PY
+}
+
+# lr_from RUN_DIR STEP OLD NEW: metrics.jsonl has lr OLD before STEP and NEW from STEP on.
+lr_from() {
+  python3 - "$@" <<'PY' || fail "the lr did not change at the announced step"
+import json, sys
+run, step, old, new = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+m = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+before = [x["lr"] for x in m if x["step"] < step]
+after = [x["lr"] for x in m if x["step"] >= step]
+assert before and after, (len(before), len(after))
+assert all(abs(x - old) < 1e-12 for x in before), ("before", step, before[-5:])
+assert all(abs(x - new) < 1e-12 for x in after), ("after", step, after[:5])
+print("ok: lr", old, "for steps <", step, "and", new, "from step", step, "on")
+PY
+}
+
+case "$CASE" in
+  session)
+    start_train run async_training.mode="$MODE" reward.timeout_ms=200
+    port_of "$WORK/run" >/dev/null
+    wait_steps "$WORK/run" 3
+    # Piped stdin: one command per line, one JSON answer per command; the refused set makes the
+    # exit code 1.
+    rc=0
+    printf '%s\n' status "metrics 2" "set trainer.lr 0.005" "set rollout.n 4" "set no.such 1" \
+      "get lr" "frobnicate" pause | repl --attach "$WORK/run" --json >"$WORK/s1.jsonl" || rc=$?
+    [[ $rc -eq 1 ]] || fail "a session with refused commands exited $rc, not 1"
+    check "$WORK/s1.jsonl" 'len(r) == 8' "one answer per command"
+    check "$WORK/s1.jsonl" 'r[0]["ok"] and r[0]["result"]["accounting"]["holds"] and r[0]["result"]["run"]["mode"] == "'"$MODE"'"' "status"
+    check "$WORK/s1.jsonl" 'len(r[0]["result"]["rollouters"]) == 2 and all(x["where"] == "local" for x in r[0]["result"]["rollouters"])' "status lists both rollouters"
+    check "$WORK/s1.jsonl" 'r[1]["ok"] and len(r[1]["result"]["steps"]) == 2 and r[1]["result"]["steps"][1]["step"] == r[1]["result"]["steps"][0]["step"] + 1' "metrics 2"
+    check "$WORK/s1.jsonl" 'r[2]["ok"] and r[2]["result"]["key"] == "trainer.lr" and r[2]["result"]["effective_step"] > r[0]["result"]["run"]["step"]' "set trainer.lr"
+    check "$WORK/s1.jsonl" '(not r[3]["ok"]) and "group size" in r[3]["error"]' "rollout.n is refused with its reason"
+    check "$WORK/s1.jsonl" '(not r[4]["ok"]) and "unknown config key" in r[4]["error"]' "an unknown key is refused"
+    check "$WORK/s1.jsonl" 'r[5]["ok"] and float(r[5]["result"]["value"]) == 0.005 and r[5]["result"]["live"]' "get shows the new value"
+    check "$WORK/s1.jsonl" '(not r[6]["ok"]) and "unknown command" in r[6]["error"]' "an unknown command"
+    check "$WORK/s1.jsonl" 'r[7]["ok"] and r[7]["result"]["paused"]' "pause"
+    LR_STEP=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][2]["result"]["effective_step"])' "$WORK/s1.jsonl")
+    # Paused: training drains and then stands still (no watchdog failure), admission is held.
+    wait_drained "$WORK/run"
+    repl --attach "$WORK/run" --json --exec "status; resume" >"$WORK/s2.jsonl"
+    check "$WORK/s2.jsonl" 'r[0]["result"]["run"]["state"] == "paused" and r[0]["result"]["queue"]["held"] and r[0]["result"]["accounting"]["holds"]' "paused status"
+    check "$WORK/s2.jsonl" 'r[1]["ok"] and not r[1]["result"]["paused"]' "resume"
+    wait_steps "$WORK/run" $((DRAINED_AT + 3))
+    [[ $DRAINED_AT -ge $LR_STEP ]] || wait_steps "$WORK/run" $((LR_STEP + 1))
+    repl --attach "$WORK/run" --json --exec "checkpoint; eval 4; generate 12+7=; workers; kill rollouter 0; hang reward; delay-sync 300; watch 2" >"$WORK/s3.jsonl"
+    check "$WORK/s3.jsonl" 'all(x["ok"] for x in r)' "every command of the third session succeeded"
+    check "$WORK/s3.jsonl" '__import__("os").path.exists(r[0]["result"]["path"])' "the checkpoint file exists"
+    check "$WORK/s3.jsonl" '0 <= r[1]["result"]["accuracy"] <= 1 and r[1]["result"]["questions"] == 4' "eval 4"
+    check "$WORK/s3.jsonl" 'isinstance(r[2]["result"]["response"], str) and r[2]["result"]["tokens"] >= 1' "generate"
+    check "$WORK/s3.jsonl" 'len(r[3]["result"]["reward_workers"]) == 2' "workers lists the reward workers"
+    check "$WORK/s3.jsonl" 'r[4]["result"]["id"] == 0' "kill rollouter 0"
+    check "$WORK/s3.jsonl" 'sum(1 for x in r if x["command"] == "watch 2") >= 2' "watch prints a status per second"
+    # The killed rollouter restarts (the supervisor) and works again.
+    for _ in $(seq 100); do grep -q "restarting rollouter 0" "$WORK/run.log" && break; sleep 0.1; done
+    grep -q "restarting rollouter 0" "$WORK/run.log" || fail "rollouter 0 was not restarted"
+    n=$(steps_of "$WORK/run")
+    wait_steps "$WORK/run" $((n + 3))
+    repl --attach "$WORK/run" --json --exec "workers; stop" >"$WORK/s4.jsonl"
+    check "$WORK/s4.jsonl" 'any(x["id"] == 0 and x["state"] != "starting" for x in r[0]["result"]["rollouters"])' "rollouter 0 is back"
+    check "$WORK/s4.jsonl" 'r[1]["ok"] and r[1]["result"]["stopping"] and r[1]["result"]["checkpoint"]' "stop"
+    wait_train
+    grep -q "^stopped: stopped from the console" "$WORK/run.log" || fail "train did not report the stop"
+    python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped --restarts 1 || fail "accounting"
+    python3 - "$WORK/run" <<'PY' || fail "summary after the console's session"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["checkpoints_written"] >= 2, s["checkpoints_written"]  # the console's and the stop's
+assert s["reward"]["timeouts"] >= 1, s["reward"]  # hang reward: the call timed out, scored 0
+print("ok: checkpoints", s["checkpoints_written"], "reward timeouts", s["reward"]["timeouts"])
+PY
+    check_events "$WORK/run" set pause resume checkpoint kill hang delay-sync stop
+    lr_from "$WORK/run" "$LR_STEP" 0.01 0.005
+    ;;
+  remote)
+    start_train run rollout.num_workers=0
+    port=$(port_of "$WORK/run")
+    timeout 300 "$BIN" worker --connect "127.0.0.1:$port" --rollouters 2 >"$WORK/worker.log" 2>&1 &
+    WORKER=$!
+    pids+=("$WORKER")
+    wait_steps "$WORK/run" 3
+    repl --attach "127.0.0.1:$port" --json --exec "status; add-rollouter; set rollout.temperature 0.7" >"$WORK/r1.jsonl"
+    check "$WORK/r1.jsonl" 'all(x["ok"] for x in r)' "first remote session"
+    check "$WORK/r1.jsonl" 'sorted(x["id"] for x in r[0]["result"]["rollouters"]) == [0, 1] and all("pid" in x["where"] for x in r[0]["result"]["rollouters"])' "the worker's two rollouters are listed as remote"
+    check "$WORK/r1.jsonl" 'r[1]["result"]["id"] == 2' "add-rollouter gets the next id"
+    n=$(steps_of "$WORK/run")
+    wait_steps "$WORK/run" $((n + 3))
+    repl --attach "$WORK/run" --json --exec "remove-rollouter 0; kill rollouter 2; workers" >"$WORK/r2.jsonl"
+    check "$WORK/r2.jsonl" 'all(x["ok"] for x in r)' "second remote session"
+    check "$WORK/r2.jsonl" '"pid" in r[0]["result"]["where"]' "removed a remote rollouter"
+    check "$WORK/r2.jsonl" 'sorted(x["id"] for x in r[2]["result"]["rollouters"]) == [1, 2]' "rollouters 1 (remote) and 2 (local) remain"
+    for _ in $(seq 100); do grep -q "restarting rollouter 2" "$WORK/run.log" && break; sleep 0.1; done
+    grep -q "restarting rollouter 2" "$WORK/run.log" || fail "the added rollouter was not restarted"
+    n=$(steps_of "$WORK/run")
+    wait_steps "$WORK/run" $((n + 3))
+    repl --attach "$WORK/run" --json --exec "workers; stop" >"$WORK/r3.jsonl"
+    check "$WORK/r3.jsonl" 'r[0]["ok"] and any(x["id"] == 2 and x["groups_completed"] > 0 for x in r[0]["result"]["rollouters"])' "the restarted local rollouter works"
+    wait_train
+    rc=0; wait "$WORKER" || rc=$?
+    [[ $rc -eq 0 ]] || fail "the worker exited with $rc after the stop"
+    python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped --joined 2 --restarts 1 || fail "accounting"
+    check_events "$WORK/run" add-rollouter set remove-rollouter kill stop
+    ;;
+  staleness)
+    # fully_async with partial rollout, eta 4 at first: groups up to 4 versions old are trained.
+    CFG=$ROOT/configs/chaos/fully_async.yaml
+    start_train run async_training.max_staleness=4 async_training.staleness_threshold=2
+    port_of "$WORK/run" >/dev/null
+    wait_steps "$WORK/run" 30
+    repl --attach "$WORK/run" --json --exec "set max_staleness 1" >"$WORK/t1.jsonl"
+    check "$WORK/t1.jsonl" 'r[0]["ok"] and r[0]["result"]["key"] == "async_training.max_staleness"' "set max_staleness"
+    S=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read())["result"]["effective_step"])' "$WORK/t1.jsonl")
+    wait_steps "$WORK/run" $((S + 30))
+    repl --attach "$WORK/run" --json --exec stop >/dev/null
+    wait_train
+    python3 - "$WORK/run" "$S" <<'PY' || fail "the new staleness bound"
+import json, sys
+run, s = sys.argv[1], int(sys.argv[2])
+m = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+before = [x["staleness_max"] for x in m if x["step"] < s]
+after = [x["staleness_max"] for x in m if x["step"] >= s]
+assert len(after) >= 30, len(after)
+# The bound holds from the announced step, not later...
+assert max(after) <= 1, ("staleness over the new bound at or after step", s, after)
+# ...and it is a change: before it, staler groups were trained (else this proves nothing).
+assert max(before) > 1, ("nothing staler than 1 before step", s, before)
+print("ok: staleness_max up to", max(before), "before step", s, "and at most", max(after), "from it on")
+PY
+    python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    ;;
+  config)
+    # The console starts the run itself, steers it, stops it; the run's log is in its run_dir.
+    sed -e "s|run_dir: runs/chaos|run_dir: $WORK/run|" -e "s|total_steps: 24|total_steps: 100000|" \
+      -e "s|every_steps: 4|every_steps: 0|" "$CFG" >"$WORK/config.yaml"
+    grep -q "base:" "$WORK/config.yaml" && fail "unexpected base: in $CFG"
+    rc=0
+    timeout 120 "$BIN" repl --config "$WORK/config.yaml" --json \
+      --exec "status; set checkpoint.every_steps 5; stop" >"$WORK/c1.jsonl" 2>"$WORK/c1.log" || rc=$?
+    RUNPID=$(grep -o 'started the run (pid [0-9]*' "$WORK/c1.log" | grep -o '[0-9]*$' || true)
+    [[ -n "$RUNPID" ]] && pids+=("$RUNPID")
+    [[ $rc -eq 0 ]] || fail "repl --config exited $rc"
+    check "$WORK/c1.jsonl" 'all(x["ok"] for x in r) and len(r) == 3' "the --config session"
+    for _ in $(seq 300); do kill -0 "$RUNPID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$RUNPID" 2>/dev/null && fail "the run did not stop within 30 s"
+    python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    grep -q "stopped from the console" "$WORK/run/train.log" || fail "the run's log is not in its run_dir"
+    ;;
+  security)
+    bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-a" >/dev/null
+    bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-b" >/dev/null
+    A=$WORK/ca-a
+    start_train run cluster.tls.certificate="$A/node.pem" cluster.tls.key="$A/node.key" \
+      cluster.tls.ca="$A/ca.pem"
+    port=$(port_of "$WORK/run")
+    wait_steps "$WORK/run" 2
+    rc=0; repl --attach "$WORK/run" --exec status >"$WORK/plain.out" 2>"$WORK/plain.log" || rc=$?
+    [[ $rc -ne 0 ]] && grep -q "uses TLS" "$WORK/plain.log" || fail "a console without a certificate attached"
+    rc=0; repl --attach "127.0.0.1:$port" --tls-dir "$WORK/ca-b" --exec status >/dev/null 2>"$WORK/wrongca.log" || rc=$?
+    [[ $rc -ne 0 ]] || fail "a console with another CA's certificate attached"
+    repl --attach "$WORK/run" --tls-dir "$A" --json --read-only \
+      --exec "status; set trainer.lr 0.5; pause; stop; get trainer.lr" >"$WORK/ro.jsonl" || true
+    check "$WORK/ro.jsonl" 'r[0]["ok"] and r[4]["ok"] and r[4]["result"]["value"] == "0.01"' "read-only may look"
+    check "$WORK/ro.jsonl" 'all((not x["ok"]) and "read-only" in x["error"] for x in r[1:4])' "read-only refuses changes"
+    repl --attach "$WORK/run" --tls-dir "$A" --json --exec "stop" >"$WORK/stop.jsonl"
+    wait_train
+    python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    [[ ! -f "$WORK/run/events.jsonl" ]] || ! grep -q '"set"\|"pause"' "$WORK/run/events.jsonl" ||
+      fail "a read-only console changed the run"
+    ;;
+  tty)
+    command -v tmux >/dev/null || fail "tmux is not installed (scripts/setup.sh installs it)"
+    start_train run
+    port_of "$WORK/run" >/dev/null
+    wait_steps "$WORK/run" 2
+    mkdir -p "$WORK/home"
+    t() { tmux -L "$TMUX_SOCK" "$@"; }
+    pane() { t capture-pane -p -t repl -S -200 2>/dev/null || true; }
+    # wait_for TEXT [COUNT]: until the pane shows TEXT at least COUNT times (bounded: 20 s).
+    wait_for() {
+      for _ in $(seq 200); do
+        [[ $(pane | grep -cF -- "$1") -ge ${2:-1} ]] && return
+        sleep 0.1
+      done
+      pane >"$WORK/pane.log"
+      fail "the console did not show '$1' (x${2:-1}); pane in pane.log"
+    }
+    open_console() {
+      t new-session -d -s repl -x 160 -y 50 \
+        "env -u ASYNCRL_HISTORY HOME=$WORK/home timeout --foreground 120 $BIN repl --attach $WORK/run; sleep 30"
+      wait_for "asyncrl>"
+    }
+    open_console
+    t send-keys -t repl 'sta' Tab
+    wait_for "asyncrl> status"                 # completion of a command
+    t send-keys -t repl Enter
+    wait_for "accounting: dispatched"
+    t send-keys -t repl 'help se' Tab Enter
+    wait_for "usage: set KEY VALUE"            # completion, then help for one command
+    t send-keys -t repl 'get max_st' Tab Enter
+    wait_for "async_training.max_staleness = " # completion of a config key alias
+    t send-keys -t repl Up Up Enter            # history: `help set` again
+    wait_for "usage: set KEY VALUE" 2
+    t send-keys -t repl 'quit' Enter
+    wait_for "asyncrl> quit"
+    for _ in $(seq 100); do grep -q "quit" "$WORK/home/.asyncrl_history" 2>/dev/null && break; sleep 0.1; done
+    grep -qx "status" "$WORK/home/.asyncrl_history" || fail "history file lacks 'status'"
+    t kill-session -t repl
+    # A new console recalls the last session's commands.
+    open_console
+    t send-keys -t repl Up Up Enter            # history: quit, then `help set` (run twice before)
+    wait_for "usage: set KEY VALUE"
+    t send-keys -t repl 'quit' Enter
+    t kill-session -t repl 2>/dev/null || true
+    repl --attach "$WORK/run" --exec stop >/dev/null
+    wait_train
+    ;;
+  *)
+    echo "unknown case $CASE"; exit 2 ;;
+esac
+echo "ok: repl $CASE"
