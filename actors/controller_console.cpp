@@ -119,7 +119,14 @@ json status_json(ctrl_ptr self, const queue_stats* q, const reward_counts* rc) {
               {"step", st.last_step_no},
               {"total_steps", st.args.env->plan.total_steps},
               {"wall_time_s", st.wall_s()}};
-  json tr{{"step", st.last_step_no}};
+  // What the trainer is doing, as the queue sees it: a pull waiting for groups, or none (it is
+  // computing a step).
+  std::string trainer_state = "training";
+  if (st.shutting_down)
+    trainer_state = "stopping";
+  else if (q && q->pull_waiting_min > 0)
+    trainer_state = "waiting for " + std::to_string(q->pull_waiting_min) + " group(s)";
+  json tr{{"state", trainer_state}, {"step", st.last_step_no}};
   if (st.last_report) {
     tr["policy_version"] = st.last_report->policy_version;
     tr["prox_version"] = st.last_report->prox_version;
@@ -127,6 +134,14 @@ json status_json(ctrl_ptr self, const queue_stats* q, const reward_counts* rc) {
   }
   j["trainer"] = tr;
   j["rollouters"] = rollouters_json(self);
+  // A weight sync in progress shows in the rollouters: paused for it, or loading.
+  bool syncing = false;
+  for (auto& [w, p] : st.progress)
+    syncing |= p.state == "interrupted" || p.state == "syncing";
+  j["synchronizer"] = {{"state", syncing ? "syncing" : "idle"}};
+  if (rc)
+    j["reward"] = {{"state", rc->in_progress > 0 ? "scoring" : "idle"},
+                   {"groups_scoring", rc->in_progress}};
   if (q) {
     j["weights"] = {{"published_version", q->published_version}};
     j["queue"] = {{"depth", q->depth},

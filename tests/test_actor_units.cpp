@@ -14,8 +14,10 @@
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "tests/actor_harness.hpp"
+#include "tests/role_fakes.hpp"
 
 using namespace asyncrl;
+using test::tiny_env;
 
 namespace {
 
@@ -32,62 +34,36 @@ using log_ptr = std::shared_ptr<log_t>;
 
 controller_actor fake_controller(test::coordinated_system& cs, log_ptr log,
                                  std::vector<int32_t> prompt) {
-  return cs.track(cs.sys().spawn(
-      [log, prompt](controller_actor::pointer self) -> controller_actor::behavior_type {
-        auto next = std::make_shared<uint64_t>(0);
-        return {
-            [](run_atom) -> run_result { return {}; },
-            [next, prompt](prompts_atom, int64_t n) {
-              std::vector<prompt_task> out;
-              for (int64_t i = 0; i < n; ++i) {
-                prompt_task t;
-                t.group_id = (*next)++;
-                t.prompt = prompt;
-                t.ground_truth = "3";
-                out.push_back(t);
-              }
-              return out;
-            },
-            [log](dropped_atom, uint64_t id, bool regen) { log->dropped.emplace_back(id, regen); },
-            [](progress_atom, rollout_progress&) {},
-            [](report_atom, step_report&) {},
-            [](checkpoint_atom, trainer_checkpoint&) {},
-            [](done_atom) {},
-            [log](fail_atom, std::string& why) { log->failures.push_back(why); },
-            [](interrupt_atom) {},
-            [](requeue_atom, int32_t, caf::actor_addr&) {},
-            [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
-            [](lost_atom, caf::actor&, std::string&) {},
-            [](watchdog_atom) {},
-            [](console_atom, console_request&) { return console_reply{}; },
-        };
-      }));
+  test::controller_hooks h;
+  // Every task is `prompt`; group ids count from 0 for each controller.
+  h.prompts = [next = std::make_shared<uint64_t>(0), prompt](int64_t n) {
+    std::vector<prompt_task> out;
+    for (int64_t i = 0; i < n; ++i) {
+      prompt_task t;
+      t.group_id = (*next)++;
+      t.prompt = prompt;
+      t.ground_truth = "3";
+      out.push_back(t);
+    }
+    return out;
+  };
+  h.dropped = [log](uint64_t id, bool regen) { log->dropped.emplace_back(id, regen); };
+  h.fail = [log](const std::string& why) { log->failures.push_back(why); };
+  return test::fake_controller(cs, std::move(h));
 }
 
 // Grants every credit request, up to `budget` groups in total.
 queue_actor fake_queue(test::coordinated_system& cs, log_ptr log, int64_t budget) {
-  return cs.track(cs.sys().spawn([log, budget](queue_actor::pointer) -> queue_actor::behavior_type {
-    auto left = std::make_shared<int64_t>(budget);
-    return {
-        [log, left](credit_atom, int32_t, int64_t want) -> int64_t {
-          ++log->credits_asked;
-          auto n = std::min(want, *left);
-          *left -= n;
-          return n;
-        },
-        [](abandon_atom, int32_t, int64_t) {},
-        [](put_atom, scored_group&) {},
-        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
-        [log](synced_atom, int64_t v) { log->synced.push_back(v); },
-        [](lost_atom, int32_t, int64_t) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
-  }));
+  test::queue_hooks h;
+  h.credit = [log, left = std::make_shared<int64_t>(budget)](queue_actor::pointer, int32_t,
+                                                             int64_t want) -> caf::result<int64_t> {
+    ++log->credits_asked;
+    auto n = std::min(want, *left);
+    *left -= n;
+    return n;
+  };
+  h.synced = [log](int64_t v) { log->synced.push_back(v); };
+  return test::fake_queue(cs, std::move(h));
 }
 
 reward_actor fake_reward(test::coordinated_system& cs, log_ptr log) {
@@ -110,46 +86,18 @@ reward_actor fake_reward(test::coordinated_system& cs, log_ptr log) {
   }));
 }
 
-// A rollouter that pauses and loads as asked, or (`hang`) never answers the pause.
+// A rollouter that logs "<name> pause", "<name> load v<version>", "<name> resume"; with `hang`
+// it never answers the pause.
 rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::string name,
                                bool hang) {
-  return cs.track(
-      cs.sys().spawn([=](rollouter_actor::pointer self) -> rollouter_actor::behavior_type {
-        auto held = std::make_shared<std::vector<caf::typed_response_promise<int64_t>>>();
-        return {
-            [](start_atom) {},
-            [](gen_atom) {},
-            [=](pause_atom, int64_t) -> caf::result<int64_t> {
-              log->events.push_back(name + " pause");
-              if (hang) {
-                held->push_back(self->make_response_promise<int64_t>());
-                return held->back();
-              }
-              return int64_t{0};
-            },
-            [=](load_atom, weight_snapshot& w) -> int64_t {
-              log->events.push_back(name + " load v" + std::to_string(w.version));
-              return w.version;
-            },
-            [=](resume_atom, int64_t) { log->events.push_back(name + " resume"); },
-            [](apply_atom) {},
-            [](set_atom, double) {},
-            [](delay_atom, int64_t) {},
-            [self](stop_atom) -> rollout_counts {
-              self->quit();
-              return {};
-            },
-        };
-      }));
-}
-
-env_ptr tiny_env(const std::vector<std::string>& overrides) {
-  auto lc = test::tiny_run_config(overrides);
-  auto tok = char_tokenizer::builtin();
-  return make_env(
-      lc->cfg,
-      model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
-      tok, /*detached=*/false);
+  test::rollouter_hooks h;
+  h.pause = [=](int64_t) { log->events.push_back(name + " pause"); };
+  h.load = [=](const weight_snapshot& w) {
+    log->events.push_back(name + " load v" + std::to_string(w.version));
+  };
+  h.resume = [=](int64_t) { log->events.push_back(name + " resume"); };
+  h.hang = hang;
+  return test::fake_rollouter(cs, std::move(h));
 }
 
 weight_snapshot tiny_weights(const env_ptr& env, int64_t version, uint64_t seed) {
@@ -304,17 +252,6 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
       spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
   auto got = std::make_shared<std::vector<int64_t>>();
   auto delivered = std::make_shared<std::optional<delivery>>();
-  auto group_at = [](uint64_t id, int64_t version) {
-    scored_group g;
-    g.group_id = id;
-    scored_sample s;
-    s.prompt = {1, 5};
-    s.response = {7};
-    s.logprobs = {-1.f};
-    s.versions = {version};
-    g.samples.push_back(s);
-    return g;
-  };
   cs.sys().spawn([=](caf::event_based_actor* self) {
     self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{5})
         .then([=](int64_t n) {
@@ -322,8 +259,8 @@ TEST(QueueUnit, HoldsCreditsUntilTheNextSyncAndDropsStaleGroups) {
           // eta is spent: this request is held, not refused...
           self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{5})
               .then([=](int64_t m) { got->push_back(m); });
-          self->send(q, put_atom::value, group_at(0, 0));
-          self->send(q, put_atom::value, group_at(1, 1));
+          self->send(q, put_atom::value, test::one_sample_group(0, 0));
+          self->send(q, put_atom::value, test::one_sample_group(1, 1));
           self->send(q, synced_atom::value, int64_t{1});
           // ...a trainer at version 2 takes what is fresh enough: group 0 (v0) is 2 > eta old.
           self->request(q, caf::infinite, pull_atom::value, int64_t{2}, int64_t{1}, int64_t{5})
@@ -522,26 +459,14 @@ struct held_credits {
 
 queue_actor holding_queue(test::coordinated_system& cs, log_ptr log,
                           std::shared_ptr<held_credits> held) {
-  return cs.track(cs.sys().spawn([=](queue_actor::pointer self) -> queue_actor::behavior_type {
-    return {
-        [=](credit_atom, int32_t, int64_t) -> caf::result<int64_t> {
-          if (log->credits_asked++ == 0) return int64_t{1};
-          held->promises.push_back(self->make_response_promise<int64_t>());
-          return held->promises.back();
-        },
-        [](abandon_atom, int32_t, int64_t) {},
-        [](put_atom, scored_group&) {},
-        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
-        [log](synced_atom, int64_t v) { log->synced.push_back(v); },
-        [](lost_atom, int32_t, int64_t) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
-  }));
+  test::queue_hooks h;
+  h.credit = [=](queue_actor::pointer self, int32_t, int64_t) -> caf::result<int64_t> {
+    if (log->credits_asked++ == 0) return int64_t{1};
+    held->promises.push_back(self->make_response_promise<int64_t>());
+    return held->promises.back();
+  };
+  h.synced = [log](int64_t v) { log->synced.push_back(v); };
+  return test::fake_queue(cs, std::move(h));
 }
 
 TEST(RollouterUnit, CreditArrivingDuringADrainStartsNoNewTask) {

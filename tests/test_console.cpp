@@ -20,8 +20,10 @@
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/scheduling/admission.hpp"
 #include "tests/actor_harness.hpp"
+#include "tests/role_fakes.hpp"
 
 using namespace asyncrl;
+using test::tiny_env;
 
 namespace {
 
@@ -135,55 +137,19 @@ TEST(Admission, SetParamsChangesTheRulesAndKeepsTheCounts) {
   EXPECT_EQ(a.params().max_staleness, 0);  // a refused change leaves the rules as they were
 }
 
-scored_group group_at(uint64_t id, int64_t version) {
-  scored_group g;
-  g.group_id = id;
-  scored_sample s;
-  s.prompt = {1, 5};
-  s.response = {7};
-  s.logprobs = {-1.f};
-  s.versions = {version};
-  g.samples.push_back(s);
-  return g;
-}
-
-env_ptr env_with(const std::vector<std::string>& overrides) {
-  auto lc = test::tiny_run_config(overrides);
-  auto tok = char_tokenizer::builtin();
-  return make_env(
-      lc->cfg,
-      model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
-      tok, /*detached=*/false);
-}
-
+// A controller that only counts the groups the queue dropped.
 controller_actor drop_counting_controller(test::coordinated_system& cs,
                                           std::shared_ptr<std::vector<uint64_t>> dropped) {
-  return cs.track(
-      cs.sys().spawn([dropped](controller_actor::pointer) -> controller_actor::behavior_type {
-        return {
-            [](run_atom) -> run_result { return {}; },
-            [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
-            [dropped](dropped_atom, uint64_t id, bool) { dropped->push_back(id); },
-            [](progress_atom, rollout_progress&) {},
-            [](report_atom, step_report&) {},
-            [](checkpoint_atom, trainer_checkpoint&) {},
-            [](done_atom) {},
-            [](fail_atom, std::string&) {},
-            [](interrupt_atom) {},
-            [](requeue_atom, int32_t, caf::actor_addr&) {},
-            [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
-            [](lost_atom, caf::actor&, std::string&) {},
-            [](watchdog_atom) {},
-            [](console_atom, console_request&) { return console_reply{}; },
-        };
-      }));
+  test::controller_hooks h;
+  h.dropped = [dropped](uint64_t id, bool) { dropped->push_back(id); };
+  return test::fake_controller(cs, std::move(h));
 }
 
 // The trainer sends new admission rules just before its pull for the announced step. A pull
 // before them is served by the old bound (here: none), the pull after by the new one (eta 1).
 TEST(QueueUnit, ALiveStalenessBoundHoldsFromThePullAfterIt) {
   test::coordinated_system cs;
-  auto env = env_with({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
                        "trainer.ppo_mini_batch_size=1", "rollout.num_workers=1"});
   ASSERT_EQ(env->plan.admission.max_staleness, -1);
   auto granted = std::make_shared<int64_t>(0);
@@ -199,10 +165,10 @@ TEST(QueueUnit, ALiveStalenessBoundHoldsFromThePullAfterIt) {
         .then([=](int64_t n) {
           *granted = n;
           if (n != 4) return;  // checked below
-          self->send(q, put_atom::value, group_at(0, 0));
-          self->send(q, put_atom::value, group_at(1, 0));
-          self->send(q, put_atom::value, group_at(2, 0));
-          self->send(q, put_atom::value, group_at(3, 2));
+          self->send(q, put_atom::value, test::one_sample_group(0, 0));
+          self->send(q, put_atom::value, test::one_sample_group(1, 0));
+          self->send(q, put_atom::value, test::one_sample_group(2, 0));
+          self->send(q, put_atom::value, test::one_sample_group(3, 2));
           // Version 3, no bound: a group of version 0 (staleness 3) is delivered.
           self->request(q, caf::infinite, pull_atom::value, int64_t{3}, int64_t{1}, int64_t{1})
               .then([=](delivery& d) {
@@ -231,7 +197,7 @@ TEST(QueueUnit, ALiveStalenessBoundHoldsFromThePullAfterIt) {
 // pause holds every credit request (rollouters start nothing new); resume answers them.
 TEST(QueueUnit, AHoldKeepsCreditsUntilItIsReleased) {
   test::coordinated_system cs;
-  auto env = env_with({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
                        "trainer.ppo_mini_batch_size=1"});
   auto dropped = std::make_shared<std::vector<uint64_t>>();
   auto q = cs.track(
@@ -263,7 +229,7 @@ TEST(QueueUnit, AHoldKeepsCreditsUntilItIsReleased) {
 TEST(TrainerUnit, ACheckpointAskedForInsideAStepWaitsForTheStepsEnd) {
   test::coordinated_system cs;
   // periodic, 2 groups per step and per sync: the step is at a sync boundary between its groups.
-  auto env = env_with({"data.train_batch_size=2", "trainer.ppo_mini_batch_size=2", "rollout.n=2",
+  auto env = tiny_env({"data.train_batch_size=2", "trainer.ppo_mini_batch_size=2", "rollout.n=2",
                        "trainer.micro_batch_size=2"});
   ASSERT_EQ(env->plan.groups_per_step, 2);
   struct seen_t {
@@ -289,26 +255,13 @@ TEST(TrainerUnit, ACheckpointAskedForInsideAStepWaitsForTheStepsEnd) {
     return g;
   };
   // The first pull gets one group; the second is held until the test releases it.
-  auto q = cs.track(cs.sys().spawn([=](queue_actor::pointer self) -> queue_actor::behavior_type {
-    return {
-        [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
-        [](abandon_atom, int32_t, int64_t) {},
-        [](put_atom, scored_group&) {},
-        [=](pull_atom, int64_t, int64_t, int64_t) -> caf::result<delivery> {
-          if (++seen->pulls == 1) return delivery{{group(0)}, {}};
-          seen->held = self->make_response_promise<delivery>();
-          return *seen->held;
-        },
-        [](synced_atom, int64_t) {},
-        [](lost_atom, int32_t, int64_t) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
-  }));
+  test::queue_hooks qh;
+  qh.pull = [=](queue_actor::pointer self, int64_t, int64_t, int64_t) -> caf::result<delivery> {
+    if (++seen->pulls == 1) return delivery{{group(0)}, {}};
+    seen->held = self->make_response_promise<delivery>();
+    return *seen->held;
+  };
+  auto q = test::fake_queue(cs, std::move(qh));
   auto sync =
       cs.track(cs.sys().spawn([](synchronizer_actor::pointer) -> synchronizer_actor::behavior_type {
         return {
@@ -324,25 +277,11 @@ TEST(TrainerUnit, ACheckpointAskedForInsideAStepWaitsForTheStepsEnd) {
             },
         };
       }));
-  auto ctrl =
-      cs.track(cs.sys().spawn([=](controller_actor::pointer) -> controller_actor::behavior_type {
-        return {
-            [](run_atom) -> run_result { return {}; },
-            [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
-            [](dropped_atom, uint64_t, bool) {},
-            [](progress_atom, rollout_progress&) {},
-            [=](report_atom, step_report& r) { seen->reports.push_back(r.step); },
-            [=](checkpoint_atom, trainer_checkpoint& c) { seen->checkpoints.push_back(c.step); },
-            [](done_atom) {},
-            [=](fail_atom, std::string& why) { seen->failures.push_back(why); },
-            [](interrupt_atom) {},
-            [](requeue_atom, int32_t, caf::actor_addr&) {},
-            [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
-            [](lost_atom, caf::actor&, std::string&) {},
-            [](watchdog_atom) {},
-            [](console_atom, console_request&) { return console_reply{}; },
-        };
-      }));
+  test::controller_hooks ch;
+  ch.report = [=](const step_report& r) { seen->reports.push_back(r.step); };
+  ch.checkpoint = [=](const trainer_checkpoint& c) { seen->checkpoints.push_back(c.step); };
+  ch.fail = [=](const std::string& why) { seen->failures.push_back(why); };
+  auto ctrl = test::fake_controller(cs, std::move(ch));
   auto model = init_causal_lm(env->model, 0.1, 7, torch::kCPU);
   auto trainer = spawn_trainer(
       cs.sys(), trainer_args{env, snapshot_weights(*model, 0), q, sync, ctrl, {}, {}});

@@ -16,42 +16,22 @@
 
 #include "actors/reward.hpp"
 #include "tests/actor_harness.hpp"
+#include "tests/role_fakes.hpp"
 #include "tests/run_checks.hpp"
 
 using namespace asyncrl;
 using test::expect_nothing_lost;
+using test::tiny_env;
 
 namespace {
-
-env_ptr tiny_env(const std::vector<std::string>& overrides) {
-  auto lc = test::tiny_run_config(overrides);
-  auto tok = char_tokenizer::builtin();
-  return make_env(
-      lc->cfg,
-      model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
-      tok, /*detached=*/false);
-}
 
 using puts_ptr = std::shared_ptr<std::vector<scored_group>>;
 
 // A queue that keeps every group put to it.
 queue_actor collecting_queue(test::coordinated_system& cs, puts_ptr puts) {
-  return cs.track(cs.sys().spawn([puts](queue_actor::pointer) -> queue_actor::behavior_type {
-    return {
-        [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
-        [](abandon_atom, int32_t, int64_t) {},
-        [puts](put_atom, scored_group& g) { puts->push_back(std::move(g)); },
-        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
-        [](synced_atom, int64_t) {},
-        [](lost_atom, int32_t, int64_t) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
-  }));
+  test::queue_hooks h;
+  h.put = [puts](scored_group g) { puts->push_back(std::move(g)); };
+  return test::fake_queue(cs, std::move(h));
 }
 
 constexpr double unscored = -1.0;  // no reward function gives this: the sample was never scored

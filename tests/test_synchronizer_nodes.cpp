@@ -23,6 +23,7 @@
 #include "runtime/cluster/weight_chunks.hpp"
 #include "runtime/model/weight_blob.hpp"
 #include "tests/actor_harness.hpp"
+#include "tests/role_fakes.hpp"
 
 using namespace asyncrl;
 
@@ -67,87 +68,39 @@ size_t count(const log_ptr& log, const std::string& prefix) {
 }
 
 controller_actor fake_controller(test::coordinated_system& cs, log_ptr log) {
-  return cs.track(
-      cs.sys().spawn([log](controller_actor::pointer) -> controller_actor::behavior_type {
-        return {
-            [](run_atom) -> run_result { return {}; },
-            [](prompts_atom, int64_t) { return std::vector<prompt_task>{}; },
-            [](dropped_atom, uint64_t, bool) {},
-            [](progress_atom, rollout_progress&) {},
-            [](report_atom, step_report&) {},
-            [](checkpoint_atom, trainer_checkpoint&) {},
-            [](done_atom) {},
-            [log](fail_atom, std::string& why) { log->failures.push_back(why); },
-            [](interrupt_atom) {},
-            [](requeue_atom, int32_t, caf::actor_addr&) {},
-            [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
-            [log](lost_atom, caf::actor& agent, std::string& why) {
-              log->events.push_back("controller lost");
-              log->lost.emplace_back(agent, why);
-            },
-            [](watchdog_atom) {},
-            [](console_atom, console_request&) { return console_reply{}; },
-        };
-      }));
+  test::controller_hooks h;
+  h.fail = [log](const std::string& why) { log->failures.push_back(why); };
+  h.lost = [log](const caf::actor& agent, const std::string& why) {
+    log->events.push_back("controller lost");
+    log->lost.emplace_back(agent, why);
+  };
+  return test::fake_controller(cs, std::move(h));
 }
 
 queue_actor fake_queue(test::coordinated_system& cs, log_ptr log) {
-  return cs.track(cs.sys().spawn([log](queue_actor::pointer) -> queue_actor::behavior_type {
-    return {
-        [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
-        [](abandon_atom, int32_t, int64_t) {},
-        [](put_atom, scored_group&) {},
-        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
-        [log](synced_atom, int64_t v) {
-          log->events.push_back("queue synced v" + std::to_string(v));
-          log->synced.push_back(v);
-        },
-        [](lost_atom, int32_t, int64_t) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
-  }));
+  test::queue_hooks h;
+  h.synced = [log](int64_t v) {
+    log->events.push_back("queue synced v" + std::to_string(v));
+    log->synced.push_back(v);
+  };
+  return test::fake_queue(cs, std::move(h));
 }
 
 // A rollouter (local, or one a node launched) that logs "<name> pause <token>",
 // "<name> load v<version>", "<name> resume <token>"; with `hang` it never answers a pause.
 rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::string name,
                                bool hang = false) {
-  return cs.track(
-      cs.sys().spawn([=](rollouter_actor::pointer self) -> rollouter_actor::behavior_type {
-        auto held = std::make_shared<std::vector<caf::typed_response_promise<int64_t>>>();
-        return {
-            [](start_atom) {},
-            [](gen_atom) {},
-            [=](pause_atom, int64_t token) -> caf::result<int64_t> {
-              log->events.push_back(name + " pause " + std::to_string(token));
-              if (hang) {
-                held->push_back(self->make_response_promise<int64_t>());
-                return held->back();
-              }
-              return int64_t{0};
-            },
-            [=](load_atom, weight_snapshot& w) -> int64_t {
-              log->events.push_back(name + " load v" + std::to_string(w.version));
-              log->loaded.emplace_back(name, w);
-              return w.version;
-            },
-            [=](resume_atom, int64_t token) {
-              log->events.push_back(name + " resume " + std::to_string(token));
-            },
-            [](apply_atom) {},
-            [](set_atom, double) {},
-            [](delay_atom, int64_t) {},
-            [self](stop_atom) -> rollout_counts {
-              self->quit();
-              return {};
-            },
-        };
-      }));
+  test::rollouter_hooks h;
+  h.pause = [=](int64_t token) { log->events.push_back(name + " pause " + std::to_string(token)); };
+  h.load = [=](const weight_snapshot& w) {
+    log->events.push_back(name + " load v" + std::to_string(w.version));
+    log->loaded.emplace_back(name, w);
+  };
+  h.resume = [=](int64_t token) {
+    log->events.push_back(name + " resume " + std::to_string(token));
+  };
+  h.hang = hang;
+  return test::fake_rollouter(cs, std::move(h));
 }
 
 // How the fake node agent behaves, and what it reassembled. The test may change the switches
@@ -224,12 +177,7 @@ node_agent_actor fake_agent(test::coordinated_system& cs, log_ptr log, ctl_ptr c
 
 env_ptr cluster_env(std::vector<std::string> overrides = {}) {
   overrides.push_back("cluster.chunk_bytes=" + std::to_string(chunk_bytes));
-  auto lc = test::tiny_run_config(overrides);
-  auto tok = char_tokenizer::builtin();
-  return make_env(
-      lc->cfg,
-      model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
-      tok, /*detached=*/false);
+  return test::tiny_env(overrides);
 }
 
 // Weights built by hand (no model needed): 3,000 floats, about 12 KB packed, so a dozen chunks.

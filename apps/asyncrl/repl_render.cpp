@@ -60,10 +60,15 @@ std::string render_status(const json& j) {
       fmt::format("run: {}, {}, step {}/{}, {:.1f} s\n", field(run, "mode"), field(run, "state"),
                   field(run, "step"), field(run, "total_steps"), run.value("wall_time_s", 0.0));
   const auto& t = j["trainer"];
-  s +=
-      fmt::format("trainer: step {}, policy v{}, proximal v{}, stale samples in its last step {}\n",
-                  field(t, "step"), field(t, "policy_version"), field(t, "prox_version"),
-                  field(t, "last_step_stale_samples"));
+  s += fmt::format(
+      "trainer: {}, step {}, policy v{}, proximal v{}, stale samples in its last step {}\n",
+      field(t, "state"), field(t, "step"), field(t, "policy_version"), field(t, "prox_version"),
+      field(t, "last_step_stale_samples"));
+  s += "synchronizer: " + field(j["synchronizer"], "state");
+  if (j.contains("reward"))
+    s += "; reward: " + field(j["reward"], "state") + " (" + field(j["reward"], "groups_scoring") +
+         " groups)";
+  s += "\n";
   if (j.contains("weights"))
     s += "weights: published v" + field(j["weights"], "published_version") + "\n";
   s += "rollouters:\n" + rollouter_table(j["rollouters"]);

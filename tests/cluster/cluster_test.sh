@@ -28,59 +28,7 @@ CFG=$ROOT/configs/chaos/base.yaml
 COMMON=(trainer.total_steps=16 checkpoint.every_steps=0 runtime.progress_timeout_s=30
         runtime.log_level=info cluster.request_timeout_ms=5000)
 
-pids=()
-cleanup() {
-  # Each pid is a `timeout` wrapper: its asyncrl child first, then the wrapper.
-  for p in "${pids[@]}"; do pkill -9 -P "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-fail() { echo "FAIL: $*"; for f in "$WORK"/*.log; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
-
-rm -rf "$WORK"
-mkdir -p "$WORK"
-
-# start_train NAME ARGS...: runs `asyncrl train` in the background (bounded), sets TRAIN_PID.
-start_train() {
-  local name=$1
-  shift
-  timeout 240 "$BIN" train -c "$CFG" "${COMMON[@]}" runtime.run_dir="$WORK/$name" "$@" \
-    >"$WORK/$name.out" 2>"$WORK/$name.log" &
-  TRAIN_PID=$!
-  pids+=("$TRAIN_PID")
-}
-
-# port_of RUN_DIR: waits (bounded) for cluster.json and prints the port.
-port_of() {
-  for _ in $(seq 300); do
-    if [[ -f "$1/cluster.json" ]]; then
-      python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$1/cluster.json"
-      return
-    fi
-    kill -0 "$TRAIN_PID" 2>/dev/null || fail "train exited before listening"
-    sleep 0.1
-  done
-  fail "no $1/cluster.json after 30 s"
-}
-
-# start_worker NAME PORT ARGS...: an `asyncrl worker` in the background; sets WORKER_PID.
-start_worker() {
-  local name=$1 port=$2
-  shift 2
-  timeout 240 "$BIN" worker --connect "127.0.0.1:$port" "$@" >"$WORK/$name.log" 2>&1 &
-  WORKER_PID=$!
-  pids+=("$WORKER_PID")
-}
-
-# wait_steps RUN_DIR N: until metrics.jsonl has N steps (bounded: 60 s).
-wait_steps() {
-  for _ in $(seq 600); do
-    [[ -f "$1/metrics.jsonl" && $(wc -l <"$1/metrics.jsonl") -ge $2 ]] && break
-    sleep 0.1
-  done
-  [[ -f "$1/metrics.jsonl" && $(wc -l <"$1/metrics.jsonl") -ge $2 ]] || fail "no $2 steps in 60 s"
-}
+source "$ROOT/tests/multiprocess_lib.sh"
 
 # asyncrl_of WRAPPER_PID: the asyncrl process itself, not its timeout wrapper (sets VICTIM).
 asyncrl_of() {
@@ -88,11 +36,6 @@ asyncrl_of() {
   [[ -n "$VICTIM" ]] || fail "worker $1 is not running"
 }
 
-wait_train() {
-  local rc=0
-  wait "$TRAIN_PID" || rc=$?
-  [[ $rc -eq 0 ]] || fail "train exited with $rc"
-}
 
 # check_summary RUN_DIR [min joined] [min lost]: the accounting identity, hop by hop, and the
 # ledger: every schedule position trained or dropped exactly once.

@@ -31,63 +31,10 @@ CFG=$ROOT/configs/chaos/base.yaml
 COMMON=(trainer.total_steps=100000 checkpoint.every_steps=0 runtime.progress_timeout_s=30
         runtime.log_level=info cluster.request_timeout_ms=5000)
 TMUX_SOCK="asyncrl_repl_test_$$"
-
-pids=()
-cleanup() {
-  tmux -L "$TMUX_SOCK" kill-server 2>/dev/null || true
-  for p in "${pids[@]}"; do pkill -9 -P "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-fail() {
-  echo "FAIL: $*"
-  for f in "$WORK"/*.log "$WORK"/*.jsonl "$WORK"/run/events.jsonl; do
-    [[ -f "$f" ]] && { echo "--- $f"; tail -25 "$f"; }
-  done
-  exit 1
-}
-
-rm -rf "$WORK"
-mkdir -p "$WORK"
-
-start_train() {
-  local name=$1
-  shift
-  timeout 300 "$BIN" train -c "$CFG" "${COMMON[@]}" runtime.run_dir="$WORK/$name" "$@" \
-    >"$WORK/$name.out" 2>"$WORK/$name.log" &
-  TRAIN_PID=$!
-  pids+=("$TRAIN_PID")
-}
-
-port_of() {
-  for _ in $(seq 300); do
-    if [[ -f "$1/cluster.json" ]]; then
-      python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$1/cluster.json"
-      return
-    fi
-    kill -0 "$TRAIN_PID" 2>/dev/null || fail "train exited before listening"
-    sleep 0.1
-  done
-  fail "no $1/cluster.json after 30 s"
-}
-
-steps_of() { [[ -f "$1/metrics.jsonl" ]] && wc -l <"$1/metrics.jsonl" || echo 0; }
-
-# wait_steps RUN_DIR N: until metrics.jsonl has N steps (bounded: 60 s).
-wait_steps() {
-  for _ in $(seq 600); do
-    [[ $(steps_of "$1") -ge $2 ]] && return
-    sleep 0.1
-  done
-  fail "no $2 steps in 60 s"
-}
-
-wait_train() {
-  local rc=0
-  wait "$TRAIN_PID" || rc=$?
-  [[ $rc -eq 0 ]] || fail "train exited with $rc"
-}
+TRAIN_TIMEOUT=300
+FAIL_FILES=('*.jsonl' 'run/events.jsonl')
+extra_cleanup() { tmux -L "$TMUX_SOCK" kill-server 2>/dev/null || true; }
+source "$ROOT/tests/multiprocess_lib.sh"
 
 # repl ARGS...: the console, bounded.
 repl() { timeout 120 "$BIN" repl "$@"; }
