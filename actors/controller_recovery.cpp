@@ -120,7 +120,8 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   console_checkpoint_done(self, path, rs.step, "");
   spdlog::info("checkpoint: step {} -> {} ({} groups saved, {} prompts to regenerate)", rs.step,
                path, rs.queued.size(), rs.loader.retry.size());
-  if (cfg.faults.corrupt_checkpoint_at_step == rs.step) {
+  if (cfg.faults.corrupt_checkpoint_at_step > 0 &&
+      cfg.faults.corrupt_checkpoint_at_step == rs.step) {
     spdlog::warn("injected fault: damaging checkpoint {}", path);
     corrupt_checkpoint_file(path, /*truncate=*/false);
   }
@@ -282,7 +283,7 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
   };
   self->request(st.reward, std::chrono::seconds(60), settle_atom::value, dead, worker)
       .then(
-          [self, worker, settled](std::vector<uint64_t>& ids, int64_t delivered_by_worker) {
+          [self, worker, dead, settled](std::vector<uint64_t>& ids, int64_t delivered_by_worker) {
             auto& st = self->state;
             st.groups_of_dead += static_cast<int64_t>(ids.size());
             for (auto id : ids)
@@ -294,7 +295,7 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
             auto lost = st.ledger.lost_with(worker);
             for (auto it = lost.rbegin(); it != lost.rend(); ++it)
               st.retry.push_front(std::move(*it));
-            self->send(st.queue, lost_atom::value, worker, delivered_by_worker);
+            self->send(st.queue, lost_atom::value, worker, delivered_by_worker, dead);
             if (st.node_of.count(worker) || st.retired.count(worker)) {
               spdlog::info("rollouter {} is gone ({} prompts to regenerate)", worker, lost.size());
             } else {

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "runtime/scheduling/admission.hpp"
 
@@ -40,6 +41,7 @@ struct queue_state {
   std::map<int32_t, int64_t> running_by_worker;  // admitted, not yet put or abandoned
   // Per worker id, over every incarnation: groups granted, and given back (abandoned or lost).
   std::map<int32_t, int64_t> granted_by_worker, returned_by_worker;
+  std::set<caf::actor_addr> fenced;  // incarnations declared lost: their credits are refused
   bool stopped = false;
   int64_t members = 0;  // rollouters alive (local and remote); set by the controller
   bool held = false;    // the console paused admission: credit requests wait
@@ -85,6 +87,10 @@ struct queue_state {
 };
 
 using queue_ptr = queue_actor::stateful_pointer<queue_state>;
+
+caf::actor_addr sender_of(queue_ptr self) {
+  return caf::actor_cast<caf::actor_addr>(self->current_sender());
+}
 
 int64_t oldest_version(const scored_group& g) {
   int64_t v = INT64_MAX;
@@ -172,7 +178,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
   return {
       [self](credit_atom, int32_t worker, int64_t want) -> caf::result<int64_t> {
         auto& st = self->state;
-        if (st.stopped) return int64_t{0};
+        if (st.stopped || st.fenced.count(sender_of(self))) return int64_t{0};
         // Earlier requests go first, so a busy worker cannot starve the others.
         auto promise = self->make_response_promise<int64_t>();
         st.credits.push_back({worker, want, promise});
@@ -181,6 +187,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
       },
       [self](abandon_atom, int32_t worker, int64_t n) {
         auto& st = self->state;
+        if (st.fenced.count(sender_of(self))) return;  // counted by its lost_atom already
         st.running_by_worker[worker] -= n;
         st.returned_by_worker[worker] += n;
         for (int64_t i = 0; i < n; ++i)
@@ -220,10 +227,11 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         st.counters.window_carried.push_back(st.adm->carried());
         serve_credits(self);
       },
-      [self](lost_atom, int32_t worker, int64_t completed) {
+      [self](lost_atom, int32_t worker, int64_t completed, caf::actor_addr& incarnation) {
         // Granted to the dead incarnation and neither completed nor given back: lost. The
         // controller regenerates those prompts under new credits, so they give theirs back.
         auto& st = self->state;
+        st.fenced.insert(incarnation);
         for (auto it = st.credits.begin(); it != st.credits.end();)
           it = it->worker == worker ? st.credits.erase(it) : std::next(it);
         const auto lost = st.granted_by_worker[worker] - st.returned_by_worker[worker] - completed;

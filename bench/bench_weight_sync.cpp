@@ -32,7 +32,7 @@ queue_actor fake_queue(caf::actor_system& sys) {
         [](put_atom, scored_group&) {},
         [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
         [](synced_atom, int64_t) {},
-        [](lost_atom, int32_t, int64_t) {},
+        [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
         [](snapshot_atom) -> delivery { return {}; },
         [](members_atom, int32_t) {},
         [](set_atom, admission_params&) {},

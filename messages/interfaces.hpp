@@ -55,9 +55,11 @@ using queue_actor = caf::typed_actor<
     caf::reacts_to<put_atom, scored_group>,
     caf::replies_to<pull_atom, int64_t, int64_t, int64_t>::with<delivery>,  // version, min, max
     caf::reacts_to<synced_atom, int64_t>,  // new weights are on every rollouter
-    // A rollouter crashed; it had completed this many groups in all: the rest of what it was
-    // granted will never arrive (the controller regenerates those prompts).
-    caf::reacts_to<lost_atom, int32_t, int64_t>,
+    // A rollouter incarnation is gone (crashed, lost, removed); its worker id had completed this
+    // many groups in all: the rest of what it was granted will never arrive (the controller
+    // regenerates those prompts). That incarnation is fenced: a credit request or an abandon it
+    // sent before it died, still on its way (a remote one may even live on), changes nothing.
+    caf::reacts_to<lost_atom, int32_t, int64_t, caf::actor_addr>,
     caf::replies_to<snapshot_atom>::with<delivery>,  // a copy of the queued groups + counters
     caf::reacts_to<members_atom, int32_t>,       // rollouters now alive (their shares of a window)
     caf::reacts_to<set_atom, admission_params>,  // the trainer: new rules from its next pull

@@ -84,7 +84,7 @@ queue_actor fake_queue(coordinated_system& cs, queue_hooks hooks) {
         [h](synced_atom, int64_t version) {
           if (h->synced) h->synced(version);
         },
-        [](lost_atom, int32_t, int64_t) {},
+        [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
         [](snapshot_atom) -> delivery { return {}; },
         [](members_atom, int32_t) {},
         [](set_atom, admission_params&) {},

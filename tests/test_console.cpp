@@ -223,6 +223,46 @@ TEST(QueueUnit, AHoldKeepsCreditsUntilItIsReleased) {
   cs.sched().run();
 }
 
+// A rollouter removed by the console (or cut off) may live on for a moment, remote: a credit
+// request or an abandon of that incarnation reaching the queue after its lost_atom must change
+// nothing. Before the fence such a late grant was never used nor returned, and the window stayed
+// full for good (a run hung in tests/repl remote); a late abandon counted its groups twice.
+TEST(QueueUnit, AFencedIncarnationGetsNoCreditAndItsAbandonIsNotCountedTwice) {
+  test::coordinated_system cs;
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
+                       "trainer.ppo_mini_batch_size=1", "rollout.num_workers=1"});
+  auto dropped = std::make_shared<std::vector<uint64_t>>();
+  auto q = cs.track(
+      spawn_message_queue(cs.sys(), queue_args{env, drop_counting_controller(cs, dropped), {}, 0}));
+  auto grants = std::make_shared<std::vector<int64_t>>();
+  auto after = std::make_shared<std::optional<queue_stats>>();
+  // The doomed incarnation of worker 0: one grant, then (told to) a late credit and abandon.
+  auto doomed = cs.sys().spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{2})
+        .then([=](int64_t n) { grants->push_back(n); });
+    return {[=](resume_atom) {
+      self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{2})
+          .then([=](int64_t n) { grants->push_back(n); });
+      self->send(q, abandon_atom::value, int32_t{0}, int64_t{2});
+      self->request(q, caf::infinite, stats_atom::value).then([=](queue_stats& s) { *after = s; });
+    }};
+  });
+  ASSERT_TRUE(cs.run_until([&] { return grants->size() == 1; }, 0));
+  ASSERT_EQ((*grants)[0], 2);
+  // The controller declares it lost, having completed nothing: both groups are lost.
+  caf::anon_send(q, lost_atom::value, int32_t{0}, int64_t{0},
+                 caf::actor_cast<caf::actor_addr>(doomed));
+  cs.sched().run();
+  caf::anon_send(doomed, resume_atom::value);
+  ASSERT_TRUE(cs.run_until([&] { return after->has_value() && grants->size() == 2; }, 0));
+  EXPECT_EQ((*grants)[1], 0);       // no credit for a fenced incarnation
+  EXPECT_EQ((*after)->running, 0);  // lost once, not abandoned on top (nor negative)
+  EXPECT_EQ((*after)->lost, 2);
+  EXPECT_EQ((*after)->abandoned, 0);
+  caf::anon_send_exit(doomed, caf::exit_reason::user_shutdown);
+  cs.sched().run();
+}
+
 // A checkpoint asked for (the console's `checkpoint`, or a signal) while a step is half streamed
 // in waits for that step's end: the groups already in it are accumulated gradients, which
 // policy_trainer::save_state refuses. Before the fix the trainer threw and the run died.

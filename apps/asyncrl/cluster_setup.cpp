@@ -72,7 +72,7 @@ caf::actor connect_controller(caf::actor_system& sys, const std::string& host, u
   auto h = result.get();
   if (!h)
     throw std::runtime_error(
-        "cannot join the controller at " + where + ": " + sys.render(h.error()) +
+        "cannot reach the controller at " + where + ": " + sys.render(h.error()) +
         (c.tls.enabled() ? " (TLS: is the controller's CA the one in cluster.tls.ca?)"
                          : " (if the controller uses TLS, give --tls-dir or cluster.tls.*)"));
   return caf::actor_cast<caf::actor>(*h);

@@ -222,21 +222,32 @@ PY
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
     ;;
   config)
-    # The console starts the run itself, steers it, stops it; the run's log is in its run_dir.
+    # The console starts the run itself and detaches; a second console stops it. The run's log
+    # is in its run_dir, and the live checkpoint.every_steps shows as checkpoint files.
     sed -e "s|run_dir: runs/chaos|run_dir: $WORK/run|" -e "s|total_steps: 24|total_steps: 100000|" \
       -e "s|every_steps: 4|every_steps: 0|" "$CFG" >"$WORK/config.yaml"
     grep -q "base:" "$WORK/config.yaml" && fail "unexpected base: in $CFG"
     rc=0
     timeout 120 "$BIN" repl --config "$WORK/config.yaml" --json \
-      --exec "status; set checkpoint.every_steps 5; stop" >"$WORK/c1.jsonl" 2>"$WORK/c1.log" || rc=$?
+      --exec "status; set checkpoint.every_steps 5" >"$WORK/c1.jsonl" 2>"$WORK/c1.log" || rc=$?
     RUNPID=$(grep -o 'started the run (pid [0-9]*' "$WORK/c1.log" | grep -o '[0-9]*$' || true)
-    [[ -n "$RUNPID" ]] && pids+=("$RUNPID")
+    [[ -n "$RUNPID" ]] || fail "repl --config did not start a run"
+    pids+=("$RUNPID")
     [[ $rc -eq 0 ]] || fail "repl --config exited $rc"
-    check "$WORK/c1.jsonl" 'all(x["ok"] for x in r) and len(r) == 3' "the --config session"
-    for _ in $(seq 300); do kill -0 "$RUNPID" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$RUNPID" 2>/dev/null && fail "the run did not stop within 30 s"
+    check "$WORK/c1.jsonl" 'all(x["ok"] for x in r) and len(r) == 2' "the --config session"
+    S=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1])][1]["result"]["effective_step"])' "$WORK/c1.jsonl")
+    # The first multiple of 5 at or after the announced step gets a checkpoint.
+    C=$(( (S + 4) / 5 * 5 ))
+    wait_steps "$WORK/run" $((C + 1))
+    for _ in $(seq 100); do ls "$WORK"/run/checkpoints/step-*"$C".ckpt >/dev/null 2>&1 && break; sleep 0.1; done
+    ls "$WORK"/run/checkpoints/step-*"$C".ckpt >/dev/null 2>&1 ||
+      fail "no checkpoint of step $C after the live checkpoint.every_steps 5 (announced for step $S)"
+    repl --attach "$WORK/run" --exec stop >/dev/null
+    # The run is not our child (it has its own session): its last line in its log says it ended.
+    for _ in $(seq 300); do grep -q "^resume with" "$WORK/run/train.log" && break; sleep 0.1; done
+    grep -q "^stopped: stopped from the console" "$WORK/run/train.log" ||
+      fail "the run did not stop within 30 s (or its log is not in its run_dir)"
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
-    grep -q "stopped from the console" "$WORK/run/train.log" || fail "the run's log is not in its run_dir"
     ;;
   security)
     bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-a" >/dev/null
