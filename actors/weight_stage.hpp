@@ -38,8 +38,16 @@ void stage_weights(Self* self, Handle agent, stage_params sp,
   };
   auto p = std::make_shared<progress>();
   auto params = std::make_shared<const stage_params>(std::move(sp));
+  // The sender holds itself only weakly; each chunk's response handler holds it strongly. So it
+  // lives exactly as long as a chunk is in flight: when every chunk is acknowledged, or when the
+  // owner quits and CAF drops its response handlers, it is freed together with `done` (which
+  // may hold a response promise, and through it the actor waiting for the sync). A closure that
+  // held itself lived on after its owner quit, and with it that actor: the actor system then
+  // waited forever for the detached trainer at shutdown.
   auto send_next = std::make_shared<std::function<void()>>();
+  std::weak_ptr<std::function<void()>> weak_next = send_next;
   *send_next = [=]() {
+    auto next = weak_next.lock();
     const auto& s = *params;
     while (!p->over && p->sent < count && p->sent - p->acked < s.window) {
       const auto i = p->sent++;
@@ -51,17 +59,15 @@ void stage_weights(Self* self, Handle agent, stage_params sp,
                 if (++p->acked == count) {
                   p->over = true;
                   done("");
-                  *send_next = nullptr;  // breaks the closure's cycle
                   return;
                 }
-                (*send_next)();
+                (*next)();
               },
               [=](const caf::error& e) {
                 if (p->over) return;
                 p->over = true;
                 done("weights v" + std::to_string(params->version) + " chunk " + std::to_string(i) +
                      ": " + self->system().render(e));
-                *send_next = nullptr;
               });
     }
   };

@@ -92,6 +92,10 @@ case "$CASE" in
     start_worker w2 "$port"
     start_worker w3 "$port"
     wait_steps "$WORK/run" 5
+    # The victim must have joined: on a loaded machine w3 may still be starting (a worker frozen
+    # before it connects is never lost, it is just absent).
+    for _ in $(seq 300); do grep -q "rollouter(s) started" "$WORK/w3.log" && break; sleep 0.1; done
+    grep -q "rollouter(s) started" "$WORK/w3.log" || fail "worker w3 did not join in 30 s"
     asyncrl_of "$WORKER_PID"
     victim=$VICTIM
     kill -STOP "$victim"
