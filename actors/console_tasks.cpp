@@ -53,7 +53,7 @@ caf::actor spawn_eval_task(caf::actor_system& sys, env_ptr env, weight_snapshot 
     if (test.empty()) throw std::runtime_error("the run has no test split to evaluate on");
     set_torch_threads(1);  // beside the run: one core's worth, not all of them
     auto m = model_with(*env, weights);
-    auto e = evaluate(m.ptr(), env->tokenizer, test,
+    auto e = evaluate(m.ptr(), *env->tokenizer, env->prompt, test,
                       greedy_eval_options(env->cfg.eval, env->cfg.runtime.seed));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return nlohmann::ordered_json{{"accuracy", e.pass1},
@@ -70,8 +70,8 @@ caf::actor spawn_generate_task(caf::actor_system& sys, env_ptr env, weight_snaps
   return spawn_task(sys, detached, [env, weights, text, temperature, seed] {
     set_torch_threads(1);
     auto m = model_with(*env, weights);
-    const auto& tok = env->tokenizer;
-    auto prompt = encode_prompt(tok, text);
+    const auto& tok = *env->tokenizer;
+    auto prompt = encode_prompt(tok, env->prompt, text);
     const auto limit = env->model.max_position_embeddings;
     if (static_cast<int64_t>(prompt.size()) >= limit)
       throw std::runtime_error("the prompt has " + std::to_string(prompt.size()) +
@@ -81,7 +81,7 @@ caf::actor spawn_generate_task(caf::actor_system& sys, env_ptr env, weight_snaps
     go.max_seq_len = std::min<int64_t>(
         static_cast<int64_t>(prompt.size()) + env->cfg.rollout.max_new_tokens, limit);
     go.seed = seed;
-    go.eos_id = tok.eos_id();
+    go.eos_id = env->prompt.stop_id;
     generator gen(m.ptr(), go);
     gen_request r;
     r.prompt = prompt;

@@ -157,6 +157,12 @@ void add_resumed_totals(controller_state& st) {
   r.reward.failures += b.reward.failures;
   r.reward.timeouts += b.reward.timeouts;
   r.reward.worker_restarts += b.reward.worker_restarts;
+  r.reward.scorer_timeouts += b.reward.scorer_timeouts;
+  r.reward.scorer_crashes += b.reward.scorer_crashes;
+  r.reward.scorer_malformed += b.reward.scorer_malformed;
+  r.reward.scorer_unavailable += b.reward.scorer_unavailable;
+  r.reward.scorer_restarts += b.reward.scorer_restarts;
+  r.reward.scorer_start_failures += b.reward.scorer_start_failures;
   auto& q = r.queue;
   q.received += b.queue.received;
   q.delivered += b.queue.delivered;
@@ -443,7 +449,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
   st.progress_timeout_s = st.args.env->cfg.runtime.progress_timeout_s;
   install_exception_handler(self, "controller");
   for (auto& ex : st.args.train)
-    st.prompts.push_back(encode_prompt(st.args.env->tokenizer, ex.question));
+    st.prompts.push_back(encode_prompt(*st.args.env->tokenizer, st.args.env->prompt, ex));
   st.reshuffle();
   if (st.args.resume) restore_from_checkpoint(self);
   self->set_exit_handler([self](caf::exit_msg& em) { on_child_exit(self, em); });

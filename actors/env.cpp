@@ -5,13 +5,14 @@
 
 namespace asyncrl {
 
-env_ptr make_env(const run_config& cfg, const model_config& model, const char_tokenizer& tok,
+env_ptr make_env(const run_config& cfg, const model_config& model, tokenizer_ptr tok,
                  bool detached) {
   auto env = std::make_shared<actor_env>();
   env->cfg = cfg;
   env->plan = make_schedule(schedule_params_from(cfg));
   env->model = model;
-  env->tokenizer = tok;
+  env->prompt = make_prompt_format(*tok, cfg.data.chat_template, cfg.data.system_prompt);
+  env->tokenizer = std::move(tok);
   env->detached = detached;
   env->reward_fn = cfg.reward.function;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -8,8 +8,9 @@
 #include "runtime/config/params.hpp"  // make_schedule, policy_trainer_params_from
 #include "runtime/config/run_config.hpp"
 #include "runtime/model/model_config.hpp"
-#include "runtime/model/tokenizer.hpp"
+#include "runtime/task/prompting.hpp"
 #include "runtime/task/reward.hpp"
+#include "runtime/text/tokenizer.hpp"
 
 namespace asyncrl {
 
@@ -17,7 +18,8 @@ struct actor_env {
   run_config cfg;
   schedule_plan plan;
   model_config model;
-  char_tokenizer tokenizer;
+  tokenizer_ptr tokenizer;  // never null
+  prompt_format prompt;     // data.chat_template resolved against the tokenizer
   reward_function reward_fn = reward_function::math;  // reward.function, parsed once
   /// Compute roles get their own threads (caf::detached). False under CAF's test coordinator,
   /// which runs every actor deterministically in the test's thread.
@@ -29,9 +31,10 @@ struct actor_env {
 
 using env_ptr = std::shared_ptr<const actor_env>;
 
-/// Builds the environment: derives the schedule and splits the cores between the roles
+/// Builds the environment (throws std::runtime_error when the chat template cannot be used
+/// with the tokenizer): derives the schedule and splits the cores between the roles
 /// (all cores to each role in colocated sync mode, shared otherwise).
-env_ptr make_env(const run_config& cfg, const model_config& model, const char_tokenizer& tok,
+env_ptr make_env(const run_config& cfg, const model_config& model, tokenizer_ptr tok,
                  bool detached);
 
 }  // namespace asyncrl

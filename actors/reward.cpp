@@ -6,15 +6,19 @@
 #include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 
 #include <utility>
 
+#include "runtime/task/external_scorer.hpp"
 #include "runtime/task/reward.hpp"
 #include "runtime/train/advantages.hpp"
 
@@ -43,21 +47,94 @@ struct reward_fault_log {
   }
 };
 
+/// reward.function=external: the outcomes of every worker's scorer, for reward_counts. Shared
+/// by the workers of one pool (detached: each on its own thread) and read by the Reward; it
+/// outlives the workers, so a replaced worker's counts stay in.
+struct scorer_tally {
+  std::atomic<int64_t> timeouts{0}, crashes{0}, malformed{0}, unavailable{0}, restarts{0},
+      start_failures{0};
+  /// Adds what `now` has that `reported` had not, and remembers `now` as reported.
+  void add(scorer_counts& reported, const scorer_counts& now) {
+    timeouts += now.timeouts - reported.timeouts;
+    crashes += now.crashes - reported.crashes;
+    malformed += now.malformed - reported.malformed;
+    unavailable += now.unavailable - reported.unavailable;
+    restarts += now.restarts - reported.restarts;
+    start_failures += now.start_failures - reported.start_failures;
+    reported = now;
+  }
+  void fill(reward_counts& c) const {
+    c.scorer_timeouts = timeouts;
+    c.scorer_crashes = crashes;
+    c.scorer_malformed = malformed;
+    c.scorer_unavailable = unavailable;
+    c.scorer_restarts = restarts;
+    c.scorer_start_failures = start_failures;
+  }
+};
+
 struct worker_state {
   static inline const char* name = "reward_worker";
   std::vector<caf::typed_response_promise<double>> hung;  // fault injection only
+  // reward.function=external: this worker's own scorer process (or connection), started at its
+  // first call and stopped (EOF, grace, SIGKILL, reaped) when the worker's state is destroyed.
+  std::unique_ptr<external_scorer> scorer;
+  scorer_counts reported;  // of scorer->counts(), what the tally already has
 };
+
+using worker_ptr = reward_worker_actor::stateful_pointer<worker_state>;
+
+bool is_external(const actor_env& env) {
+  return env.reward_fn == reward_function::external;
+}
+
+external_scorer_options scorer_options(const reward_section& r) {
+  external_scorer_options o;
+  o.command = split_command(r.external.command);
+  o.socket = r.external.socket;
+  o.timeout_s = r.external.timeout_s;
+  o.max_start_failures = r.external.max_start_failures;
+  return o;
+}
+
+// One call to this worker's external scorer; it blocks for up to reward.external.timeout_s,
+// which is why external workers run detached. A timeout replies sec::request_timeout and every
+// other failure sec::runtime_error, so the Reward counts them as it counts the built-in
+// function's (timeouts, failures). A scorer that gave up (max_start_failures) ends the worker
+// instead: the Reward's supervision restarts it or, past supervision.max_restarts, fails the
+// run with the scorer's reason; the call goes to another worker.
+caf::result<double> score_external(worker_ptr self, const actor_env& env, scorer_tally& tally,
+                                   scorer_request req) {
+  auto& st = self->state;
+  if (!st.scorer) st.scorer = std::make_unique<external_scorer>(scorer_options(env.cfg.reward));
+  auto r = st.scorer->score(req);
+  tally.add(st.reported, st.scorer->counts());
+  if (st.scorer->gave_up()) {
+    self->quit(caf::make_error(caf::sec::runtime_error, st.scorer->give_up_reason()));
+    return caf::delegated<double>{};
+  }
+  switch (r.outcome) {
+    case scorer_outcome::ok:
+      return r.score;
+    case scorer_outcome::timeout:
+      return caf::make_error(caf::sec::request_timeout, r.error);
+    default:
+      return caf::make_error(caf::sec::runtime_error,
+                             std::string(to_string(r.outcome)) + ": " + r.error);
+  }
+}
 
 bool every(int64_t n, uint64_t uid) {
   return n > 0 && (uid + 1) % static_cast<uint64_t>(n) == 0;
 }
 
-reward_worker_actor::behavior_type worker_fn(
-    reward_worker_actor::stateful_pointer<worker_state> self, env_ptr env,
-    std::shared_ptr<reward_fault_log> faults) {
+reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
+                                             std::shared_ptr<reward_fault_log> faults,
+                                             std::shared_ptr<scorer_tally> tally) {
   return {
-      [self, env, faults](score_atom, std::string& text, std::string& truth,
-                          uint64_t uid) -> caf::result<double> {
+      [self, env, faults, tally](score_atom, std::string& text, std::string& truth, uint64_t uid,
+                                 std::string& prompt, uint64_t group_id, uint64_t prompt_index,
+                                 uint32_t index) -> caf::result<double> {
         const auto& f = env->cfg.faults;  // injected faults (tests, asyncrl chaos)
         if (every(f.kill_reward_worker_every, uid) && faults->first_kill(uid)) {
           // Dies as a crash would: no answer; the Reward learns it from its monitor.
@@ -70,6 +147,17 @@ reward_worker_actor::behavior_type worker_fn(
             // Never answers: the caller's timeout fires.
             self->state.hung.push_back(self->make_response_promise<double>());
             return self->state.hung.back();
+          }
+          if (is_external(*env)) {
+            scorer_request req;
+            req.uid = uid;
+            req.prompt = std::move(prompt);
+            req.response = std::move(text);
+            req.ground_truth = std::move(truth);
+            req.extra = {{"group_id", static_cast<int64_t>(group_id)},
+                         {"prompt_index", static_cast<int64_t>(prompt_index)},
+                         {"index", static_cast<int64_t>(index)}};
+            return score_external(self, *env, *tally, std::move(req));
           }
           return score_with(env->reward_fn, env->cfg.reward.prefix, text, truth);
         } catch (const std::exception& e) {
@@ -85,18 +173,21 @@ reward_worker_actor::behavior_type worker_fn(
 }
 
 reward_worker_actor spawn_worker(caf::actor_system& sys, env_ptr env,
-                                 std::shared_ptr<reward_fault_log> faults) {
+                                 std::shared_ptr<reward_fault_log> faults,
+                                 std::shared_ptr<scorer_tally> tally) {
   // reward.detached_workers: a user reward function that blocks must not stall the scheduler,
   // but the built-in rule-based reward takes microseconds and a thread per worker only
-  // competes with the compute roles for cores.
-  if (env->detached && env->cfg.reward.detached_workers)
-    return sys.spawn<caf::detached>(worker_fn, std::move(env), std::move(faults));
-  return sys.spawn(worker_fn, std::move(env), std::move(faults));
+  // competes with the compute roles for cores. An external scorer call blocks (up to
+  // reward.external.timeout_s): always detached, except under the test coordinator.
+  if (env->detached && (env->cfg.reward.detached_workers || is_external(*env)))
+    return sys.spawn<caf::detached>(worker_fn, std::move(env), std::move(faults), std::move(tally));
+  return sys.spawn(worker_fn, std::move(env), std::move(faults), std::move(tally));
 }
 
 struct pending_group {
   scored_group group;
   size_t remaining = 0;
+  std::string prompt;  // reward.function=external: the decoded prompt, for the scorer
 };
 
 // One response being scored. It stays here until it is answered, fails or times out; a worker
@@ -114,6 +205,7 @@ struct reward_state {
   static inline const char* name = "reward";
   reward_args args;
   std::shared_ptr<reward_fault_log> faults = std::make_shared<reward_fault_log>();
+  std::shared_ptr<scorer_tally> tally = std::make_shared<scorer_tally>();
   std::vector<reward_worker_actor> workers;  // by slot; a crashed worker is replaced in its slot
   std::vector<int64_t> load;                 // outstanding calls per slot
   std::map<uint64_t, reward_call> calls;     // outstanding, by call id
@@ -139,12 +231,26 @@ int64_t in_progress(const reward_state& st) {
   return static_cast<int64_t>(st.pending.size()) + st.late;
 }
 
+// The counts with the external scorers' outcomes filled in.
+reward_counts current_counts(const reward_state& st) {
+  auto c = st.counts;
+  c.in_progress = in_progress(st);
+  st.tally->fill(c);
+  return c;
+}
+
 void finish_stop(reward_ptr self) {
   auto& st = self->state;
   if (!st.stop.ready(st.counts.received)) return;
-  st.counts.in_progress = in_progress(st);
-  for (auto& w : st.workers)
-    caf::anon_send(w, stop_atom::value);
+  st.counts = current_counts(st);
+  for (auto& w : st.workers) {
+    // An external worker would first make the (blocking) calls still in its mailbox, whose
+    // answers nobody reads any more: its stop overtakes them.
+    if (is_external(*st.args.env))
+      caf::anon_send<caf::message_priority::high>(w, stop_atom::value);
+    else
+      caf::anon_send(w, stop_atom::value);
+  }
   st.stop.deliver(st.counts);
   self->quit();
 }
@@ -167,7 +273,7 @@ void finish_group(reward_ptr self, uint64_t id) {
 
 void spawn_into(reward_ptr self, size_t slot) {
   auto& st = self->state;
-  auto w = spawn_worker(self->system(), st.args.env, st.faults);
+  auto w = spawn_worker(self->system(), st.args.env, st.faults, st.tally);
   self->monitor(w);
   if (slot == st.workers.size()) {
     st.workers.push_back(std::move(w));
@@ -206,9 +312,19 @@ void dispatch(reward_ptr self, uint64_t id) {
   c.dispatch = ++st.next_dispatch;
   ++st.load[c.slot];
   const auto tag = c.dispatch;
-  const auto timeout = std::chrono::milliseconds(st.args.env->cfg.reward.timeout_ms);
-  self->request(st.workers[c.slot], timeout, score_atom::value, c.text,
-                st.pending.at(c.group_id).group.ground_truth, c.uid)
+  const auto& rw = st.args.env->cfg.reward;
+  auto timeout = std::chrono::milliseconds(rw.timeout_ms);
+  if (is_external(*st.args.env)) {
+    // The worker bounds each call by reward.external.timeout_s (plus up to 1 s for a crashed
+    // scorer to exit) and makes its calls one after another: this call may wait for every one
+    // queued before it. reward.timeout_ms is the slack on top.
+    const auto per_call = std::chrono::milliseconds(
+        static_cast<int64_t>(std::ceil((rw.external.timeout_s + 1.0) * 1000.0)));
+    timeout += per_call * st.load[c.slot];
+  }
+  const auto& p = st.pending.at(c.group_id);
+  self->request(st.workers[c.slot], timeout, score_atom::value, c.text, p.group.ground_truth, c.uid,
+                p.prompt, c.group_id, p.group.prompt_index, static_cast<uint32_t>(c.index))
       .then(
           [self, id, tag](double r) {
             if (current(self, id, tag)) settle(self, id, r, false);
@@ -236,7 +352,7 @@ void give_up(reward_ptr self, const std::string& why) {
   for (auto& w : st.workers)
     self->send_exit(w, caf::exit_reason::user_shutdown);
   if (st.stop.armed()) {  // the controller is already shutting down: answer it all the same
-    st.counts.in_progress = in_progress(st);
+    st.counts = current_counts(st);
     st.stop.deliver(st.counts);
   }
   self->quit(caf::make_error(caf::sec::runtime_error, why));
@@ -313,9 +429,12 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
         for (size_t i = 0; i < n; ++i) {
           ids.push_back(st.next_call++);
           st.calls[ids.back()] = reward_call{id, i, g.samples[i].uid,
-                                             st.args.env->tokenizer.decode(g.samples[i].response)};
+                                             st.args.env->tokenizer->decode(g.samples[i].response)};
         }
-        st.pending[id] = pending_group{std::move(g), n};
+        std::string prompt;
+        if (is_external(*st.args.env) && n > 0)  // the samples of a group share their prompt
+          prompt = st.args.env->tokenizer->decode(g.samples[0].prompt, /*skip_special=*/false);
+        st.pending[id] = pending_group{std::move(g), n, std::move(prompt)};
         for (auto call : ids)
           dispatch(self, call);
       },
@@ -332,9 +451,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
       },
       [self](stats_atom) -> caf::result<reward_counts, std::vector<int64_t>> {
         auto& st = self->state;
-        auto c = st.counts;
-        c.in_progress = in_progress(st);
-        return {c, st.load};
+        return {current_counts(st), st.load};
       },
       [self](hang_atom) {
         auto& st = self->state;
@@ -365,7 +482,8 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
 }  // namespace
 
 reward_worker_actor spawn_reward_worker(caf::actor_system& sys, env_ptr env) {
-  return spawn_worker(sys, std::move(env), std::make_shared<reward_fault_log>());
+  return spawn_worker(sys, std::move(env), std::make_shared<reward_fault_log>(),
+                      std::make_shared<scorer_tally>());
 }
 
 reward_actor spawn_reward(caf::actor_system& sys, reward_args args) {

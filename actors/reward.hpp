@@ -6,6 +6,12 @@
 // more than supervision.max_restarts restarts within supervision.restart_window_s (on the actor
 // clock) fail the role. Once all G responses of a group are scored, the group gets its
 // advantages and moves on to the queue.
+//
+// With reward.function=external each worker runs on its own thread and owns one external
+// scorer (a process it starts, or a connection to a scorer server; runtime/task/
+// external_scorer.hpp, docs/reward-protocol.md). Its timeouts, crashes and malformed answers
+// score 0 and are counted like the built-in function's (timeouts, failures), and by outcome in
+// reward_counts' scorer_* fields.
 
 #include <caf/actor_system.hpp>
 

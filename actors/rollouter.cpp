@@ -528,7 +528,7 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   go.max_seq_len = std::min<int64_t>(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens,
                                      st.args.env->model.max_position_embeddings);
   go.seed = static_cast<uint64_t>(cfg.runtime.seed);
-  go.eos_id = st.args.env->tokenizer.eos_id();
+  go.eos_id = st.args.env->prompt.stop_id;
   st.gen = std::make_unique<generator>(st.model, go);
   st.gen->set_version(st.args.initial.version);
   install_exception_handler(self, "rollouter " + std::to_string(st.args.worker));

@@ -100,7 +100,7 @@ double evaluate_now(trainer_ptr self) {
   }
   load_snapshot(*st.eval_model, snapshot_weights(*st.pt->policy(), st.pt->version()),
                 /*alias=*/false);
-  return evaluate(st.eval_model.ptr(), st.args.env->tokenizer, st.args.test,
+  return evaluate(st.eval_model.ptr(), *st.args.env->tokenizer, st.args.env->prompt, st.args.test,
                   greedy_eval_options(cfg.eval, cfg.runtime.seed))
       .pass1;
 }

@@ -14,8 +14,8 @@
 #include "runtime/config/run_config.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/model.hpp"
-#include "runtime/model/tokenizer.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 #include "runtime/train/policy_trainer.hpp"
 
 using namespace asyncrl;

@@ -8,7 +8,7 @@
 #include "runtime/config/run_config.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/model.hpp"
-#include "runtime/model/tokenizer.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 
 using namespace asyncrl;
 

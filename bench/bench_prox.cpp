@@ -8,7 +8,7 @@
 #include "bench/bench_util.hpp"
 #include "runtime/common/rng.hpp"
 #include "runtime/config/run_config.hpp"
-#include "runtime/model/tokenizer.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 #include "runtime/train/policy_trainer.hpp"
 
 using namespace asyncrl;

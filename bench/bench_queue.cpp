@@ -15,6 +15,7 @@
 #include "bench/bench_util.hpp"
 #include "bench/fake_controller.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 
 using namespace asyncrl;
 
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
   auto env = make_env(
       lc->cfg,
       model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
-      tok, /*detached=*/true);
+      std::make_shared<char_tokenizer>(tok), /*detached=*/true);
 
   caf::actor_system_config cfg;
   register_message_types(cfg);

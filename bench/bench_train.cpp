@@ -9,7 +9,7 @@
 #include "bench/bench_util.hpp"
 #include "runtime/config/run_config.hpp"
 #include "runtime/model/model.hpp"
-#include "runtime/model/tokenizer.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 #include "runtime/train/optimizer.hpp"
 
 using namespace asyncrl;

@@ -28,9 +28,13 @@ using rollouter_actor = caf::typed_actor<
     caf::reacts_to<delay_atom, int64_t>,  // the console: delay the next load by this many ms
     caf::replies_to<stop_atom>::with<rollout_counts>>;
 
-/// One scoring worker of the Reward pool.
+/// One scoring worker of the Reward pool. A score call carries the decoded response, the
+/// ground truth, the uid, then what only reward.function=external sends its scorer: the decoded
+/// prompt ("" otherwise), the group id, the prompt's index in the data and the sample's index
+/// in its group.
 using reward_worker_actor =
-    caf::typed_actor<caf::replies_to<score_atom, std::string, std::string, uint64_t>::with<double>,
+    caf::typed_actor<caf::replies_to<score_atom, std::string, std::string, uint64_t, std::string,
+                                     uint64_t, uint64_t, uint32_t>::with<double>,
                      caf::replies_to<stop_atom>::with<int64_t>>;
 
 /// Scores generated groups and forwards them, with advantages, to the queue.

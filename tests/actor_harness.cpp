@@ -1,4 +1,5 @@
 #include "tests/actor_harness.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
@@ -116,7 +117,7 @@ run_outcome run_coordinated(const run_config& cfg, run_files files) {
                                     static_cast<size_t>(cfg.data.test_size),
                                     static_cast<uint64_t>(cfg.data.seed));
   controller_args ca;
-  ca.env = make_env(cfg, mcfg, tok, /*detached=*/false);
+  ca.env = make_env(cfg, mcfg, std::make_shared<char_tokenizer>(tok), /*detached=*/false);
   ca.initial = snapshot_weights(*model, 0);
   ca.train = data.train;
   ca.test = data.test;

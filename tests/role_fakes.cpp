@@ -1,4 +1,5 @@
 #include "tests/role_fakes.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 
 #include <caf/all.hpp>
 
@@ -13,7 +14,7 @@ env_ptr tiny_env(const std::vector<std::string>& overrides) {
   return make_env(
       lc->cfg,
       model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
-      tok, /*detached=*/false);
+      std::make_shared<char_tokenizer>(tok), /*detached=*/false);
 }
 
 scored_group one_sample_group(uint64_t id, int64_t version) {

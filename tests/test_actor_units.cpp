@@ -13,6 +13,7 @@
 #include "actors/synchronizer.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 #include "tests/actor_harness.hpp"
 #include "tests/role_fakes.hpp"
 

@@ -8,6 +8,7 @@
 
 #include "runtime/model/model_io.hpp"
 #include "runtime/task/prompting.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 #include "tests/checkpoint_util.hpp"
 #include "tests/test_util.hpp"
 

@@ -272,9 +272,12 @@ TEST(ConfigEnums, EveryNameRoundTrips) {
                                  {{"constant", lr_schedule_kind::constant},
                                   {"warmup", lr_schedule_kind::warmup},
                                   {"cosine", lr_schedule_kind::cosine}});
-  expect_names<reward_function>(
-      "reward.function", [](const run_config& c) { return c.reward.function; },
-      {{"math", reward_function::math}, {"prefix", reward_function::prefix}}, {"reward.prefix=x"});
+  expect_names<reward_function>("reward.function",
+                                [](const run_config& c) { return c.reward.function; },
+                                {{"math", reward_function::math},
+                                 {"prefix", reward_function::prefix},
+                                 {"external", reward_function::external}},
+                                {"reward.prefix=x", "reward.external.command=/bin/cat"});
   expect_names<async_mode>("async_training.mode",
                            [](const run_config& c) { return c.async_training.mode; },
                            {{"sync", async_mode::sync},

@@ -82,17 +82,19 @@ TEST(LoadJsonl, ErrorsNameFileAndLine) {
       {"array.jsonl", "[1, 2]\n", ":1: expected a JSON object", ""},
       {"string.jsonl", good + "\"just text\"\n", ":2: expected a JSON object", ""},
       {"noq.jsonl", good + good + good + R"({"answer":"#### 1"})",
-       ":4: missing string field 'question'", ""},
-      {"numq.jsonl", R"({"question":5,"answer":"#### 1"})", ":1: missing string field 'question'",
-       ""},
-      {"noa.jsonl", good + "\n" + R"({"question":"Q"})", ":3: missing string field 'answer'", ""},
-      {"nulla.jsonl", R"({"question":"Q","answer":null})", ":1: missing string field 'answer'", ""},
+       ":4: missing field 'question' (data.prompt_key)", ""},
+      {"numq.jsonl", R"({"question":5,"answer":"#### 1"})",
+       ":1: field 'question' must be a string or a list of chat messages", ""},
+      {"noa.jsonl", good + "\n" + R"({"question":"Q"})",
+       ":3: missing field 'answer' (data.answer_key)", ""},
+      {"nulla.jsonl", R"({"question":"Q","answer":null})",
+       ":1: field 'answer' must be a string or a number", ""},
       {"nohash.jsonl", good + R"({"question":"Q","answer":"it is 5"})",
-       ":2: answer has no '#### <number>' final answer", ""},
+       ":2: answer has no numeric final answer", "'it is 5'"},
       {"emptyhash.jsonl", R"({"question":"Q","answer":"it is ####  "})",
-       ":1: answer has no '#### <number>' final answer", ""},
+       ":1: field 'answer' has no answer", ""},
       {"nan.jsonl", good + R"({"question":"Q","answer":"#### five"})",
-       ":2: answer has no '#### <number>' final answer", "'five'"},
+       ":2: answer has no numeric final answer", "'five'"},
       {"badutf8.jsonl", "{\"question\":\"\xff\",\"answer\":\"#### 1\"}\n",
        ":1: invalid JSON: ", ""},
   };
@@ -102,6 +104,61 @@ TEST(LoadJsonl, ErrorsNameFileAndLine) {
     test::write_text(path, c.text);
     expect_data_error(path, path + c.prefix, c.detail);
   }
+}
+
+// verl/AReaL datasets: other field names, nested ground truths, chat-message prompts, MATH's
+// \boxed answers and bare numbers. Catches a key ignored (the defaults would be read), a dotted
+// path not followed, the last user turn not taken as the question, and \boxed not unwrapped.
+TEST(LoadJsonl, ConfigurableFieldsNestedPathsMessagesAndBoxedAnswers) {
+  test::temp_dir dir("dataset");
+  auto path = dir.file("verl.jsonl");
+  test::write_text(
+      path,
+      R"({"prompt":[{"role":"system","content":"Be brief."},{"role":"user","content":"1+2?"}],)"
+      R"("reward_model":{"ground_truth":"3"}})"
+      "\n"
+      R"({"prompt":"Half of 9?","reward_model":{"ground_truth":"The answer is \\boxed{4.5}."}})"
+      "\n"
+      R"({"prompt":"Twice 21?","reward_model":{"ground_truth":42}})"
+      "\n");
+  jsonl_fields f;
+  f.prompt_key = "prompt";
+  f.answer_key = "reward_model.ground_truth";
+  auto ex = load_jsonl(path, f);
+  ASSERT_EQ(ex.size(), 3u);
+  ASSERT_EQ(ex[0].messages.size(), 2u);
+  EXPECT_EQ(ex[0].messages[0].role, "system");
+  EXPECT_EQ(ex[0].messages[1].content, "1+2?");
+  EXPECT_EQ(ex[0].question, "1+2?");
+  EXPECT_EQ(ex[0].ground_truth, "3");
+  EXPECT_TRUE(ex[1].messages.empty());
+  EXPECT_EQ(ex[1].question, "Half of 9?");
+  EXPECT_EQ(ex[1].ground_truth, "4.5");
+  EXPECT_EQ(ex[2].ground_truth, "42");
+
+  // A missing nested field names the key to change.
+  f.answer_key = "reward_model.answer";
+  try {
+    load_jsonl(path, f);
+    ADD_FAILURE() << "no error for a missing nested field";
+  } catch (const data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing field 'reward_model.answer' (data.answer_key)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(LoadJsonl, NonNumericAnswersOnlyWhenTheRewardIsNotTheNumericRule) {
+  test::temp_dir dir("dataset");
+  auto path = dir.file("math.jsonl");
+  test::write_text(path, R"({"question":"Simplify 2/4.","answer":"So \\boxed{\\frac{1}{2}}"})"
+                         "\n");
+  EXPECT_THROW(load_jsonl(path), data_error);
+  jsonl_fields f;
+  f.numeric_answers = false;
+  auto ex = load_jsonl(path, f);
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(ex[0].ground_truth, "\\frac{1}{2}");
 }
 
 TEST(LoadJsonl, FileLevelErrors) {

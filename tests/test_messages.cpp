@@ -115,7 +115,9 @@ void expect_same(const rollout_counts& a, const rollout_counts& b) {
 
 void expect_same(const reward_counts& a, const reward_counts& b) {
   SAME(received), SAME(forwarded), SAME(in_progress), SAME(failures), SAME(timeouts),
-      SAME(worker_restarts);
+      SAME(worker_restarts), SAME(fenced), SAME(scorer_timeouts), SAME(scorer_crashes),
+      SAME(scorer_malformed), SAME(scorer_unavailable), SAME(scorer_restarts),
+      SAME(scorer_start_failures);
 }
 
 void expect_same(const trainer_counts& a, const trainer_counts& b) {
@@ -328,7 +330,7 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
   check(sync_report{14, 3.75, 1LL << 33, 4, false, true, "worker 2 unreachable"});
   check(make_step_report());
   check(rollout_counts{2, 71, 72, 73, 74});
-  check(reward_counts{81, 82, 83, 84, 85, 86, 87});
+  check(reward_counts{81, 82, 83, 84, 85, 86, 87, 181, 182, 183, 184, 185, 186});
   check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
   check(make_run_result());
   check(weight_snapshot{23, make_blob()});

@@ -300,7 +300,8 @@ run_state make_run_state() {
   run_state r;
   r.step = 41, r.trainer = make_trainer_checkpoint(), r.loader = make_loader_state();
   r.queued = {make_group(11), make_group(12)}, r.queue = make_queue_stats();
-  r.reward = {51, 52, 53, 54, 55, 56, 57}, r.groups_generated = 70, r.tokens_generated = 71;
+  r.reward = {51, 52, 53, 54, 55, 56, 57, 151, 152, 153, 154, 155, 156}, r.groups_generated = 70,
+  r.tokens_generated = 71;
   r.tokens_trained = 72, r.syncs = 73, r.rollouter_restarts = 74, r.wall_time_s = 75.5;
   r.trained_seqs = {1, 2, 1ULL << 60}, r.dropped_seqs = {7};
   return r;
@@ -315,7 +316,8 @@ run_result make_run_result() {
   r.steps = 31, r.groups_generated = 32, r.groups_trained = 33, r.groups_dropped = 34;
   r.groups_in_flight = 35, r.groups_filtered = 36, r.tokens_generated = 37;
   r.tokens_trained = 38, r.syncs = 39, r.wall_time_s = 40.25, r.train_time_s = 41.5;
-  r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}}, r.reward = {51, 52, 53, 54, 55, 56, 57};
+  r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}},
+  r.reward = {51, 52, 53, 54, 55, 56, 57, 151, 152, 153, 154, 155, 156};
   r.queue = make_queue_stats(), r.trainer = {61, 62, 63, 64, 65, 66, 67, 68};
   r.final_weights = {17, make_blob(0.25f)};
   return r;
@@ -346,7 +348,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(make_step_report());
   s.type(rollout_counts{2, 71, 72, 73, 74});
   s.type(std::vector<rollout_counts>{{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}});
-  s.type(reward_counts{81, 82, 83, 84, 85, 86, 87});
+  s.type(reward_counts{81, 82, 83, 84, 85, 86, 87, 181, 182, 183, 184, 185, 186});
   s.type(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
   s.type(weight_snapshot{1LL << 36, make_blob(0.1f)}, expect_same_weights);
   s.type(make_run_result(), [](const run_result& a, const run_result& b) {

@@ -46,7 +46,7 @@ scored_group group_of(const env_ptr& env, uint64_t id, const std::vector<std::st
     s.uid = id * texts.size() + k;
     s.group_id = id;
     s.index = static_cast<uint32_t>(k);
-    s.response = env->tokenizer.encode(texts[k]);
+    s.response = env->tokenizer->encode(texts[k]);
     s.reward = unscored;
     g.samples.push_back(s);
   }

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/model/tokenizer.hpp"
 #include "runtime/task/reward.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 
 namespace asyncrl {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/model/tokenizer.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 
 #include <gtest/gtest.h>
 

@@ -14,6 +14,7 @@
 #include "apps/asyncrl/score_command.hpp"
 #include "apps/asyncrl/sft_command.hpp"
 #include "apps/asyncrl/simulate_command.hpp"
+#include "apps/asyncrl/tokenize_command.hpp"
 #include "apps/asyncrl/train_command.hpp"
 #include "apps/asyncrl/worker_command.hpp"
 #include "runtime/common/progress.hpp"
@@ -48,6 +49,7 @@ struct cli_args {
   eval_command eval;
   generate_command generate;
   score_command score;
+  tokenize_command tokenize;
   // The subcommands, to ask which one was parsed.
   CLI::App* sft_cmd = nullptr;
   CLI::App* train_cmd = nullptr;
@@ -60,6 +62,7 @@ struct cli_args {
   CLI::App* eval_cmd = nullptr;
   CLI::App* generate_cmd = nullptr;
   CLI::App* score_cmd = nullptr;
+  CLI::App* tokenize_cmd = nullptr;
   CLI::App* data_cmd = nullptr;
   CLI::App* config_cmd = nullptr;
 };
@@ -160,7 +163,7 @@ void add_generate(CLI::App& app, cli_args& a) {
   generate->add_option("--samples,-n", gen.samples, "responses to sample")
       ->check(CLI::PositiveNumber);
   generate->add_flag("--raw", gen.raw,
-                     "use the prompt as is, without the <bos> ... '\\n' template");
+                     "use the prompt as is, without the chat template (or <bos> ... '\\n')");
   add_sampling_options(generate, gen.sampling, gen.seed, gen.max_new_tokens);
 }
 
@@ -171,6 +174,19 @@ void add_score(CLI::App& app, cli_args& a) {
       ->add_option("--input,-i", a.score.input_path,
                    "JSONL of {\"token_ids\": [...]} or {\"text\": ...}")
       ->required();
+}
+
+void add_tokenize(CLI::App& app, cli_args& a) {
+  auto* t = a.tokenize_cmd =
+      app.add_subcommand("tokenize", "text to token ids (and back) with a model's tokenizer");
+  t->add_option("--model,-m", a.tokenize.model_dir,
+                "directory with tokenizer.json (Hugging Face) or char_tokenizer.json")
+      ->required();
+  t->add_option("--input,-i", a.tokenize.input_path,
+                "JSONL of {\"text\": ...} (or {\"ids\": [...]} with --decode); - = stdin")
+      ->required();
+  t->add_flag("--decode", a.tokenize.decode, "ids to text");
+  t->add_flag("--skip-special", a.tokenize.skip_special, "--decode: drop special tokens");
 }
 
 void add_data_and_config(CLI::App& app, cli_args& a) {
@@ -225,6 +241,7 @@ int dispatch(const cli_args& a) {
   if (a.eval_cmd->parsed()) return quietly(run_eval_command, a.eval);
   if (a.generate_cmd->parsed()) return quietly(run_generate_command, a.generate);
   if (a.score_cmd->parsed()) return quietly(run_score_command, a.score);
+  if (a.tokenize_cmd->parsed()) return quietly(run_tokenize_command, a.tokenize);
   if (a.data_cmd->parsed()) return run_data_command(*a.data.load(), a.data_out);
   if (a.config_cmd->parsed()) return run_config_command(*a.config.load(), a.query);
   return 0;
@@ -257,6 +274,7 @@ int run_cli(int argc, char** argv) {
   add_eval(app, a);
   add_generate(app, a);
   add_score(app, a);
+  add_tokenize(app, a);
   add_data_and_config(app, a);
   try {
     app.parse(argc, argv);

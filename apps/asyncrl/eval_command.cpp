@@ -4,6 +4,7 @@
 #include "runtime/model/model_io.hpp"
 #include "runtime/task/dataset.hpp"
 #include "runtime/task/evaluate.hpp"
+#include "runtime/task/prompting.hpp"
 
 namespace asyncrl {
 
@@ -18,7 +19,9 @@ int run_eval_command(const eval_command& c) {
   eo.batch = c.batch;
   eo.sampling = c.sampling;
   eo.seed = c.seed;
-  auto r = evaluate(b.model.ptr(), tok, data, eo);
+  // The model directory's chat template (data.chat_template=auto), its default system prompt.
+  auto r =
+      evaluate(b.model.ptr(), tok, make_prompt_format(tok, chat_format::auto_detect, ""), data, eo);
   print_line(eval_line(c.model.model_dir, c.data_path, r, c.samples, c.sampling.temperature));
   return 0;
 }

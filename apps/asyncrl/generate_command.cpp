@@ -41,8 +41,10 @@ std::vector<gen_result> sample_responses(const model_bundle& b, const std::vecto
 int run_generate_command(const generate_command& c) {
   auto b = open_model(c.model);
   const auto& tok = need_tokenizer(b, c.model.model_dir, "generate needs a tokenizer");
-  auto prompt = c.raw ? tok.encode(c.prompt) : encode_prompt(tok, c.prompt);
-  for (auto& res : sample_responses(b, prompt, tok.eos_id(), c)) {
+  // The model directory's chat template (data.chat_template=auto), its default system prompt.
+  const auto fmt = make_prompt_format(tok, chat_format::auto_detect, "");
+  auto prompt = c.raw ? tok.encode(c.prompt) : encode_prompt(tok, fmt, c.prompt);
+  for (auto& res : sample_responses(b, prompt, c.raw ? tok.eos_id() : fmt.stop_id, c)) {
     if (res.reason == finish_reason::error) throw std::runtime_error(res.error);
     print_line(sample_line(res, tok));
   }

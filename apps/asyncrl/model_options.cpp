@@ -12,8 +12,8 @@ model_bundle open_model(const common_model_options& m) {
   return load_model_dir(m.model_dir, torch::Device(m.device));
 }
 
-const char_tokenizer& need_tokenizer(const model_bundle& b, const std::string& dir,
-                                     const std::string& what) {
+const tokenizer& need_tokenizer(const model_bundle& b, const std::string& dir,
+                                const std::string& what) {
   if (!b.tokenizer)
     throw std::runtime_error(dir + ": model has no " + std::string(kTokenizerFile) + "; " + what);
   return *b.tokenizer;

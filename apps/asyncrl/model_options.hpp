@@ -7,7 +7,7 @@
 
 namespace asyncrl {
 
-class char_tokenizer;
+class tokenizer;
 struct model_bundle;
 
 /// --model and --device.
@@ -20,7 +20,7 @@ struct common_model_options {
 model_bundle open_model(const common_model_options& m);
 
 /// The model's tokenizer; throws naming the directory, and `what` to do, when it has none.
-const char_tokenizer& need_tokenizer(const model_bundle& b, const std::string& dir,
-                                     const std::string& what);
+const tokenizer& need_tokenizer(const model_bundle& b, const std::string& dir,
+                                const std::string& what);
 
 }  // namespace asyncrl

@@ -6,11 +6,11 @@
 #include "apps/asyncrl/sft_command.hpp"
 #include "messages/run_result.hpp"
 #include "runtime/generation/generator.hpp"
-#include "runtime/model/tokenizer.hpp"
 #include "runtime/scheduling/simulator.hpp"
 #include "runtime/task/evaluate.hpp"
 #include "runtime/task/reward.hpp"
 #include "runtime/task/task_data.hpp"
+#include "runtime/text/tokenizer.hpp"
 
 namespace asyncrl {
 
@@ -50,7 +50,16 @@ nlohmann::ordered_json summarize(const run_result& r) {
             {"failures", r.reward.failures},
             {"timeouts", r.reward.timeouts},
             {"worker_restarts", r.reward.worker_restarts},
-            {"fenced", r.reward.fenced}}},
+            {"fenced", r.reward.fenced},
+            // reward.function=external: how its calls failed (each scored 0, also counted
+            // above), and how often a scorer was started again.
+            {"scorer",
+             {{"timeouts", r.reward.scorer_timeouts},
+              {"crashes", r.reward.scorer_crashes},
+              {"malformed", r.reward.scorer_malformed},
+              {"unavailable", r.reward.scorer_unavailable},
+              {"restarts", r.reward.scorer_restarts},
+              {"start_failures", r.reward.scorer_start_failures}}}}},
           {"queue",
            {{"received", r.queue.received},
             {"delivered", r.queue.delivered},
@@ -161,7 +170,7 @@ nlohmann::ordered_json eval_line(const std::string& model_dir, const std::string
   return j;
 }
 
-nlohmann::ordered_json sample_line(const gen_result& res, const char_tokenizer& tok) {
+nlohmann::ordered_json sample_line(const gen_result& res, const tokenizer& tok) {
   double lp = 0;
   for (auto v : res.request.logprobs)
     lp += v;

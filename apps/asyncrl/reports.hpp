@@ -12,7 +12,7 @@
 
 namespace asyncrl {
 
-class char_tokenizer;
+class tokenizer;
 struct eval_result;
 struct gen_result;
 struct run_result;
@@ -54,7 +54,7 @@ nlohmann::ordered_json eval_line(const std::string& model_dir, const std::string
                                  const eval_result& r, int64_t samples, double temperature);
 
 /// One stdout line of `asyncrl generate`: a response, its final answer and summed log-prob.
-nlohmann::ordered_json sample_line(const gen_result& res, const char_tokenizer& tok);
+nlohmann::ordered_json sample_line(const gen_result& res, const tokenizer& tok);
 
 /// One stdout line of `asyncrl score`: log p(token i | tokens < i) for i = 1 .. n-1.
 nlohmann::ordered_json score_line(const std::vector<double>& logprobs);

@@ -25,7 +25,7 @@ run_start start_run(const loaded_config& lc) {
   run_start r;
   r.dir = prepare_run_dir(lc);
   r.device = c10::Device(cfg.runtime.device);
-  r.data = load_task_data(cfg.data);
+  r.data = load_task_data(cfg.data, cfg.reward.function != reward_function::external);
   write_task_data(r.data, (std::filesystem::path(r.dir) / "data").string());
   return r;
 }

@@ -70,14 +70,14 @@ sft_split split_validation(const std::vector<qa_example>& train, const sft_secti
 }
 
 // The first n training examples as prompt + response tokens; each must fit the model's context.
-std::vector<sft_example> encode_examples(const char_tokenizer& tok, const task_data& data, size_t n,
-                                         int64_t max_positions) {
+std::vector<sft_example> encode_examples(const tokenizer& tok, const prompt_format& fmt,
+                                         const task_data& data, size_t n, int64_t max_positions) {
   std::vector<sft_example> examples;
   for (size_t i = 0; i < n; ++i) {
     sft_example e;
-    e.seq = encode_prompt(tok, data.train[i].question);
+    e.seq = encode_prompt(tok, fmt, data.train[i]);
     e.prompt_len = static_cast<int64_t>(e.seq.size());
-    auto resp = encode_response(tok, data.train[i].answer);
+    auto resp = encode_response(tok, fmt, data.train[i].answer);
     e.seq.insert(e.seq.end(), resp.begin(), resp.end());
     if (static_cast<int64_t>(e.seq.size()) > max_positions)
       throw std::runtime_error(data.train_source + ": example " + std::to_string(i + 1) + " has " +
@@ -120,11 +120,11 @@ step_result sft_step(CausalLMImpl& model, policy_optimizer& opt, const lr_schedu
 }
 
 // The held-out greedy accuracy into rep.val_accuracy; true once it reaches sft.stop_at_accuracy.
-bool held_out_reached(model_bundle& policy, const std::vector<qa_example>& val,
-                      const eval_options& opts, const sft_section& s, int64_t steps_done,
-                      sft_report& rep) {
+bool held_out_reached(model_bundle& policy, const prompt_format& fmt,
+                      const std::vector<qa_example>& val, const eval_options& opts,
+                      const sft_section& s, int64_t steps_done, sft_report& rep) {
   policy.model->eval();
-  rep.val_accuracy = evaluate(policy.model.ptr(), *policy.tokenizer, val, opts).pass1;
+  rep.val_accuracy = evaluate(policy.model.ptr(), *policy.tokenizer, fmt, val, opts).pass1;
   policy.model->train();
   if (rep.val_accuracy < s.stop_at_accuracy) return false;
   spdlog::info(
@@ -136,9 +136,9 @@ bool held_out_reached(model_bundle& policy, const std::vector<qa_example>& val,
 
 // AdamW on the sft.* schedule for sft.steps steps, or until the held-out check passes. Fills
 // rep's steps, losses (final: mean over the last 10% of steps), speed and val_accuracy.
-void train_sft(model_bundle& policy, const std::vector<sft_example>& examples,
-               const std::vector<qa_example>& val, const run_config& cfg, torch::Device device,
-               sft_report& rep) {
+void train_sft(model_bundle& policy, const prompt_format& fmt,
+               const std::vector<sft_example>& examples, const std::vector<qa_example>& val,
+               const run_config& cfg, torch::Device device, sft_report& rep) {
   const auto& s = cfg.sft;
   auto& model = *policy.model;
   auto opt = make_optimizer(model, s);
@@ -165,7 +165,7 @@ void train_sft(model_bundle& policy, const std::vector<sft_example>& examples,
                                {"gnorm", r.outcome.grad_norm},
                                {"tok/s", tokens / std::max(1e-9, progress.elapsed_s())}});
     if (!val.empty() && (step + 1) % s.eval_every == 0 &&
-        held_out_reached(policy, val, val_opts, s, step + 1, rep)) {
+        held_out_reached(policy, fmt, val, val_opts, s, step + 1, rep)) {
       steps_run = step + 1;
       break;
     }
@@ -193,22 +193,23 @@ sft_report run_sft(const loaded_config& lc) {
 
   auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
   const auto& tok = *policy.tokenizer;
+  const auto fmt = make_prompt_format(tok, cfg.data.chat_template, cfg.data.system_prompt);
   spdlog::info("sft: model {} ({} parameters, {} layers, hidden {}) on {}", model_source(cfg),
                policy.config.num_parameters(), policy.config.num_hidden_layers,
                policy.config.hidden_size, cfg.runtime.device);
 
   auto split = split_validation(run.data.train, cfg.sft);
   auto examples =
-      encode_examples(tok, run.data, split.n_train, policy.config.max_position_embeddings);
+      encode_examples(tok, fmt, run.data, split.n_train, policy.config.max_position_embeddings);
   sft_report rep;
   rep.parameters = policy.config.num_parameters();
-  train_sft(policy, examples, split.val, cfg, run.device, rep);
+  train_sft(policy, fmt, examples, split.val, cfg, run.device, rep);
 
   rep.model_dir = (fs::path(run.dir) / "final").string();
   save_model_dir(rep.model_dir, *policy.model, &tok);
   spdlog::info("sft: wrote {}", rep.model_dir);
 
-  rep.eval = evaluate(policy.model.ptr(), tok, run.data.test,
+  rep.eval = evaluate(policy.model.ptr(), tok, fmt, run.data.test,
                       greedy_eval_options(cfg.eval, cfg.runtime.seed));
   spdlog::info("sft: greedy accuracy {:.3f} on {} test questions", rep.eval.pass1,
                rep.eval.questions);

@@ -37,10 +37,10 @@ struct train_paths {
   std::string checkpoint_dir;
 };
 
-void check_lengths(const task_data& d, const char_tokenizer& tok, const run_config& cfg,
-                   const model_config& m) {
+void check_lengths(const task_data& d, const tokenizer& tok, const prompt_format& fmt,
+                   const run_config& cfg, const model_config& m) {
   for (size_t i = 0; i < d.train.size(); ++i) {
-    auto n = static_cast<int64_t>(encode_prompt(tok, d.train[i].question).size());
+    auto n = static_cast<int64_t>(encode_prompt(tok, fmt, d.train[i]).size());
     if (n > cfg.data.max_prompt_length)
       throw std::runtime_error(d.train_source + ": example " + std::to_string(i + 1) + " has a " +
                                std::to_string(n) + "-token prompt, over data.max_prompt_length " +
@@ -57,7 +57,9 @@ void check_lengths(const task_data& d, const char_tokenizer& tok, const run_conf
 // Greedy pass@1 on the test split with the config's eval settings, logged as `when`.
 double greedy_accuracy(const model_bundle& policy, const task_data& data, const run_config& cfg,
                        const char* when) {
-  auto e = evaluate(policy.model.ptr(), *policy.tokenizer, data.test,
+  const auto fmt =
+      make_prompt_format(*policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt);
+  auto e = evaluate(policy.model.ptr(), *policy.tokenizer, fmt, data.test,
                     greedy_eval_options(cfg.eval, cfg.runtime.seed));
   spdlog::info("train: {} greedy accuracy {:.4f} on {} test questions", when, e.pass1, e.questions);
   return e.pass1;
@@ -69,9 +71,8 @@ double greedy_accuracy(const model_bundle& policy, const task_data& data, const 
 run_result run_actors(const run_config& cfg, const model_bundle& policy, const task_data& data,
                       const train_paths& paths, const std::string& config_yaml,
                       std::optional<resume_point> from, bool show_progress) {
-  const auto& tok = *policy.tokenizer;
   controller_args ca;
-  ca.env = make_env(cfg, policy.config, tok, /*detached=*/true);
+  ca.env = make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true);
   ca.initial = snapshot_weights(*policy.model, 0);
   ca.train = data.train;
   ca.test = data.test;
@@ -190,7 +191,7 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
                       const run_config& cfg, const std::string& run_dir, train_outcome& out) {
   load_snapshot(*policy.model, result.final_weights, /*alias=*/false);
   auto final_dir = (fs::path(run_dir) / "final").string();
-  save_model_dir(final_dir, *policy.model, &*policy.tokenizer);
+  save_model_dir(final_dir, *policy.model, policy.tokenizer.get());
   out.params_sha256 = params_sha256(*policy.model);
   out.final_model = final_dir;
   if (cfg.runtime.eval_after) out.final_eval_accuracy = greedy_accuracy(policy, data, cfg, "final");
@@ -202,7 +203,10 @@ train_report run_training(const loaded_config& lc, const train_options& opt) {
   const auto& cfg = lc.cfg;
   auto run = start_run(lc);
   auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
-  check_lengths(run.data, *policy.tokenizer, cfg, policy.config);
+  check_lengths(
+      run.data, *policy.tokenizer,
+      make_prompt_format(*policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt), cfg,
+      policy.config);
   train_paths paths{run.dir, cfg.checkpoint.dir.empty()
                                  ? (fs::path(run.dir) / "checkpoints").string()
                                  : cfg.checkpoint.dir};

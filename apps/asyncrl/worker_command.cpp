@@ -100,7 +100,7 @@ int run_worker_command(const worker_options& opt) {
     if (cfg.rollout.threads == 0) cfg.rollout.threads = std::max(1, cores / n);
     // The architecture and tokenizer; the weights arrive from the controller.
     auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, torch::Device(torch::kCPU));
-    return make_env(cfg, policy.config, *policy.tokenizer, /*detached=*/true);
+    return make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true);
   };
   auto agent = spawn_node_agent(sys, std::move(na));
   // SIGINT/SIGTERM: leave the run; the controller regenerates what our rollouters held.

@@ -22,6 +22,23 @@ constexpr const auto& enum_names(model_arch) {
   return model_arch_names;
 }
 
+// data ---------------------------------------------------------------------------------------
+
+/// data.chat_template: how a question becomes a prompt (runtime/text/chat_template.hpp).
+enum class chat_format {
+  auto_detect,  // from the tokenizer: its tokenizer_config.json chat_template, else none
+  none,         // <bos> question '\n' (the built-in task's format)
+  qwen,         // <|im_start|>role\n...<|im_end|>\n (Qwen2, Qwen2.5, Qwen3)
+  llama3,       // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+};
+inline constexpr enum_name<chat_format> chat_format_names[] = {{chat_format::auto_detect, "auto"},
+                                                               {chat_format::none, "none"},
+                                                               {chat_format::qwen, "qwen"},
+                                                               {chat_format::llama3, "llama3"}};
+constexpr const auto& enum_names(chat_format) {
+  return chat_format_names;
+}
+
 // sft, trainer -------------------------------------------------------------------------------
 
 /// sft.schedule and trainer.lr_schedule (see lr_schedule).
@@ -38,11 +55,14 @@ constexpr const auto& enum_names(lr_schedule_kind) {
 
 /// reward.function: which rule scores a response.
 enum class reward_function {
-  math,    // score_response: the final answer against the ground truth
-  prefix,  // 1.0 iff the response starts with a fixed string: a bandit whose optimum is known
+  math,      // score_response: the final answer against the ground truth
+  prefix,    // 1.0 iff the response starts with a fixed string: a bandit whose optimum is known
+  external,  // a scorer process or server (reward.external.*, docs/reward-protocol.md)
 };
 inline constexpr enum_name<reward_function> reward_function_names[] = {
-    {reward_function::math, "math"}, {reward_function::prefix, "prefix"}};
+    {reward_function::math, "math"},
+    {reward_function::prefix, "prefix"},
+    {reward_function::external, "external"}};
 constexpr const auto& enum_names(reward_function) {
   return reward_function_names;
 }

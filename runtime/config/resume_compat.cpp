@@ -17,6 +17,8 @@ bool resume_may_change(const std::string& key) {
                                       "eval.every_steps",
                                       "reward.timeout_ms",
                                       "reward.detached_workers",
+                                      "reward.external.timeout_s",
+                                      "reward.external.max_start_failures",
                                       "async_training.sync_timeout_ms",
                                       "async_training.drain_timeout_ms",
                                       "async_training.sync_retries",

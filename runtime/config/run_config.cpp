@@ -13,6 +13,9 @@ namespace {
 void bind_model(config_schema& s, model_section& model) {
   auto& mi = model.init;
   s.add("model.path", &model.path, "starting model directory (HF layout); empty = fresh init");
+  s.add("model.tokenizer", &model.tokenizer,
+        "a fresh model's tokenizer: directory with a Hugging Face tokenizer.json; empty = the "
+        "built-in char vocabulary (only without model.path)");
   s.add_enum("model.init.arch", &mi.arch,
              "architecture of a fresh model: qwen2 has q/k/v biases, llama has none");
   s.add("model.init.hidden_size", &mi.hidden_size, "hidden width", positive_int());
@@ -32,8 +35,23 @@ void bind_model(config_schema& s, model_section& model) {
 
 void bind_data(config_schema& s, data_section& data) {
   s.add_choice("data.task", &data.task, {"arith"}, "built-in task when no JSONL paths are given");
-  s.add("data.train_path", &data.train_path, "training JSONL (GSM8K fields); empty = built-in");
-  s.add("data.test_path", &data.test_path, "test JSONL (GSM8K fields); empty = built-in");
+  s.add("data.train_path", &data.train_path, "training JSONL; empty = built-in task");
+  s.add("data.test_path", &data.test_path, "test JSONL; empty = built-in task");
+  s.alias("data.train_files", "data.train_path");
+  s.alias("data.val_files", "data.test_path");
+  s.add("data.prompt_key", &data.prompt_key,
+        "JSONL field of the prompt: a string, or a list of {role, content} chat messages; a "
+        "dotted path reaches into nested objects",
+        [](const std::string& v) { return v.empty() ? std::string("must not be empty") : ""; });
+  s.add("data.answer_key", &data.answer_key,
+        "JSONL field of the answer: a GSM8K solution ending in '#### N', a MATH solution with "
+        "\\boxed{...}, or the bare answer; a dotted path reaches into nested objects",
+        [](const std::string& v) { return v.empty() ? std::string("must not be empty") : ""; });
+  s.add_enum("data.chat_template", &data.chat_template,
+             "prompt format: auto = the tokenizer's chat template (Qwen or Llama-3 style) or none "
+             "without one; none = <bos> question newline");
+  s.add("data.system_prompt", &data.system_prompt,
+        "system turn of chat prompts; empty = the chat template's default (if it has one)");
   s.add("data.train_size", &data.train_size, "built-in train split size", positive_int());
   s.add("data.test_size", &data.test_size, "built-in test split size", positive_int());
   s.add("data.seed", &data.seed, "seed of the built-in task generator");
@@ -99,12 +117,34 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
 void bind_reward(config_schema& s, reward_section& reward) {
   s.add("reward.num_workers", &reward.num_workers, "reward worker pool size", positive_int());
   s.add("reward.detached_workers", &reward.detached_workers,
-        "give each scoring worker its own thread (for reward functions that block)");
-  s.add("reward.timeout_ms", &reward.timeout_ms, "per-response scoring timeout", positive_int());
+        "give each scoring worker its own thread (for reward functions that block; "
+        "function=external always does)");
+  s.add("reward.timeout_ms", &reward.timeout_ms,
+        "per-response scoring timeout (function=external: the slack added to the calls' "
+        "reward.external.timeout_s queued on a worker)",
+        positive_int());
   s.add_enum("reward.function", &reward.function,
              "math: the final answer against the ground truth; prefix: 1 iff the response "
-             "starts with reward.prefix (a bandit with a known optimum, for tests)");
+             "starts with reward.prefix (a bandit with a known optimum, for tests); external: "
+             "a scorer process or server, reward.external.* (docs/reward-protocol.md)");
   s.add("reward.prefix", &reward.prefix, "reward.function=prefix: the rewarded start");
+  auto& ex = reward.external;
+  s.add("reward.external.command", &ex.command,
+        "function=external: the scorer's command line, split on whitespace (no shell, no "
+        "quoting); each worker runs one process (on its own thread) and talks to it over "
+        "stdin/stdout");
+  s.add("reward.external.socket", &ex.socket,
+        "function=external: instead of a command, the Unix socket of a running scorer server; "
+        "each worker opens one connection");
+  s.add("reward.external.timeout_s", &ex.timeout_s,
+        "function=external: bound of one call (a new process's start-up included); a timeout "
+        "scores 0 and kills the process",
+        positive());
+  s.add("reward.external.max_start_failures", &ex.max_start_failures,
+        "function=external: failed scorer starts in a row (exec or connect error, or exit before "
+        "the first answer) after which a worker gives up (supervision.max_restarts bounds "
+        "its replacements)",
+        positive_int());
 }
 
 void bind_async_training(config_schema& s, async_section& async_training) {
@@ -376,6 +416,10 @@ void cross_check(const loaded_config& lc) {
   if (c.data.arith.min_digits > c.data.arith.max_digits)
     fail("data.arith.max_digits",
          "must be >= data.arith.min_digits (" + std::to_string(c.data.arith.min_digits) + ")");
+  if (!c.model.tokenizer.empty() && !c.model.path.empty())
+    fail("model.tokenizer",
+         "must be empty when model.path is set: the model directory's own "
+         "tokenizer is used");
   if (c.model.init.num_attention_heads % c.model.init.num_key_value_heads != 0)
     fail("model.init.num_key_value_heads", "must divide model.init.num_attention_heads");
   if (c.model.init.hidden_size % c.model.init.num_attention_heads != 0)
@@ -422,6 +466,15 @@ void cross_check(const loaded_config& lc) {
                   : " (require_batches * ppo_mini_batch_size: one local update)"));
   if (c.reward.function == reward_function::prefix && c.reward.prefix.empty())
     fail("reward.prefix", "must not be empty with reward.function=prefix");
+  if (c.reward.function == reward_function::external) {
+    const auto& ex = c.reward.external;
+    if (ex.command.empty() && ex.socket.empty())
+      fail("reward.function",
+           "external needs reward.external.command (a scorer process) or reward.external.socket "
+           "(a scorer server)");
+    if (!ex.command.empty() && !ex.socket.empty())
+      fail("reward.external.socket", "must be empty when reward.external.command is set: give one");
+  }
   const auto& tls = c.cluster.tls;
   const int tls_keys = !tls.certificate.empty() + !tls.key.empty() + !tls.ca.empty();
   if (tls_keys != 0 && tls_keys != 3)

@@ -172,9 +172,17 @@ void config_schema::add_choice(const std::string& key, std::string* field,
       help);
 }
 
+void config_schema::alias(const std::string& other_name, const std::string& key) {
+  if (entries_.count(key) == 0 || entries_.count(other_name) != 0)
+    throw std::logic_error("bad config alias " + other_name + " -> " + key);
+  aliases_[other_name] = key;
+  entries_[key].help += " (also " + other_name + ")";
+}
+
 config_schema::entry& config_schema::lookup(const std::string& key, const std::string& where) {
   auto it = entries_.find(key);
   if (it != entries_.end()) return it->second;
+  if (auto a = aliases_.find(key); a != aliases_.end()) return entries_.at(a->second);
   // Suggest the closest known key, so that a typo is a one-glance fix.
   std::string best;
   size_t best_d = 4;

@@ -55,6 +55,10 @@ class config_schema {
         [field](size_t i) { *field = enum_names(E{})[i].value; }, help);
   }
 
+  /// A second name for `key` (verl's names, e.g. data.train_files for data.train_path): files
+  /// and overrides may use either; dumps and --describe show `key`.
+  void alias(const std::string& other_name, const std::string& key);
+
   /// Applies a YAML file: nested maps become dotted keys. A top-level `base: FILE` (relative to
   /// this file) is applied first, so a config can override another.
   void load_yaml_file(const std::string& path);
@@ -92,6 +96,7 @@ class config_schema {
   entry& lookup(const std::string& key, const std::string& where);
 
   std::map<std::string, entry> entries_;
+  std::map<std::string, std::string> aliases_;  // other name -> key
   std::vector<std::string> loading_;  // files being loaded through `base:`, to catch cycles
 };
 

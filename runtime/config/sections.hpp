@@ -30,6 +30,9 @@ struct model_init_config {
 
 struct model_section {
   std::string path;  // starting model directory (HF layout); empty = initialise from model.init
+  // A fresh model's tokenizer: a directory with a Hugging Face tokenizer.json (and optionally
+  // tokenizer_config.json); empty = the built-in char vocabulary. Only with an empty path.
+  std::string tokenizer;
   model_init_config init;
 };
 
@@ -42,8 +45,14 @@ struct arith_config {
 
 struct data_section {
   std::string task = "arith";  // built-in task, used when train_path/test_path are empty
-  std::string train_path;      // GSM8K-style JSONL (question, answer with '#### N')
+  std::string train_path;      // JSONL: a prompt field and an answer field (see the keys below)
   std::string test_path;
+  // Field names of a JSONL line; dotted paths reach nested objects ("reward_model.ground_truth").
+  // The prompt is a string or a list of chat messages {role, content}.
+  std::string prompt_key = "question";
+  std::string answer_key = "answer";
+  chat_format chat_template = chat_format::auto_detect;
+  std::string system_prompt;  // empty = the chat template's own default (Qwen2.5 has one)
   int64_t train_size = 20000;
   int64_t test_size = 256;
   int64_t seed = 1234;
@@ -83,13 +92,22 @@ struct rollout_section {
   int64_t threads = 0;       // torch threads per rollout worker; 0 = by mode
 };
 
+/// reward.function=external: a scorer process or server (docs/reward-protocol.md).
+struct reward_external_config {
+  std::string command;             // argv, split on whitespace; one process per worker
+  std::string socket;              // or: a scorer server's Unix socket; one connection per worker
+  double timeout_s = 30;           // per call; a timeout scores 0 and kills the process
+  int64_t max_start_failures = 3;  // failed starts in a row before a worker gives up
+};
+
 /// The Reward actor's worker pool.
 struct reward_section {
   int64_t num_workers = 2;
   int64_t timeout_ms = 5000;      // per call; a timeout scores 0 and is counted
   bool detached_workers = false;  // a thread per worker, for reward functions that block
   reward_function function = reward_function::math;
-  std::string prefix;  // prefix: the string a rewarded response starts with
+  std::string prefix;               // prefix: the string a rewarded response starts with
+  reward_external_config external;  // function=external
 };
 
 /// Scheduling of generation and training (docs/algorithms.md §12-§14).

@@ -8,6 +8,8 @@
 
 #include "runtime/config/sections.hpp"
 #include "runtime/model/safetensors.hpp"
+#include "runtime/text/char_tokenizer.hpp"
+#include "runtime/text/hf_tokenizer.hpp"
 
 namespace asyncrl {
 
@@ -36,6 +38,14 @@ void load_weights(CausalLMImpl& model, const safetensors_file& file) {
   }
 }
 
+tokenizer_ptr load_tokenizer_dir(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / kHfTokenizerFile)) return hf_tokenizer::load_dir(dir);
+  auto path = fs::path(dir) / kTokenizerFile;
+  if (fs::exists(path))
+    return std::make_shared<char_tokenizer>(char_tokenizer::load(path.string()));
+  return nullptr;
+}
+
 model_bundle load_model_dir(const std::string& dir, torch::Device device) {
   if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": not a model directory");
   model_bundle b;
@@ -44,9 +54,10 @@ model_bundle load_model_dir(const std::string& dir, torch::Device device) {
   auto weights = safetensors_file::read((fs::path(dir) / kWeightsFile).string());
   load_weights(*b.model, weights);
   b.model->to(device);
-  auto tok_path = fs::path(dir) / kTokenizerFile;
-  if (fs::exists(tok_path)) {
-    b.tokenizer = char_tokenizer::load(tok_path.string());
+  b.tokenizer = load_tokenizer_dir(dir);
+  if (b.tokenizer) {
+    auto tok_path = fs::path(dir) / (b.tokenizer->kind() == std::string("char") ? kTokenizerFile
+                                                                                : kHfTokenizerFile);
     if (b.tokenizer->vocab_size() > b.config.vocab_size)
       throw std::runtime_error(tok_path.string() + ": tokenizer has " +
                                std::to_string(b.tokenizer->vocab_size()) +
@@ -55,7 +66,7 @@ model_bundle load_model_dir(const std::string& dir, torch::Device device) {
   return b;
 }
 
-void save_model_dir(const std::string& dir, CausalLMImpl& model, const char_tokenizer* tok) {
+void save_model_dir(const std::string& dir, CausalLMImpl& model, const tokenizer* tok) {
   fs::create_directories(dir);
   model.config().save((fs::path(dir) / kConfigFile).string());
   std::vector<torch::Tensor> keep;  // CPU float32 copies outlive the write
@@ -67,17 +78,23 @@ void save_model_dir(const std::string& dir, CausalLMImpl& model, const char_toke
                    t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(float)});
   }
   write_safetensors((fs::path(dir) / kWeightsFile).string(), out, {{"format", "pt"}});
-  if (tok != nullptr) tok->save((fs::path(dir) / kTokenizerFile).string());
+  if (tok != nullptr) tok->save_dir(dir);
 }
 
 model_bundle load_or_init_policy(const model_section& m, int64_t seed, torch::Device device) {
   if (!m.path.empty()) {
     auto b = load_model_dir(m.path, device);
-    if (!b.tokenizer) b.tokenizer = char_tokenizer::builtin();
+    if (!b.tokenizer) b.tokenizer = std::make_shared<char_tokenizer>(char_tokenizer::builtin());
     return b;
   }
   model_bundle b;
-  b.tokenizer = char_tokenizer::builtin();
+  b.tokenizer = std::make_shared<char_tokenizer>(char_tokenizer::builtin());
+  if (!m.tokenizer.empty()) {
+    b.tokenizer = load_tokenizer_dir(m.tokenizer);
+    if (!b.tokenizer)
+      throw std::runtime_error(m.tokenizer + ": model.tokenizer has neither " + kHfTokenizerFile +
+                               " nor " + kTokenizerFile);
+  }
   b.config = model_config::from_init(m.init, b.tokenizer->vocab_size(), b.tokenizer->bos_id(),
                                      b.tokenizer->eos_id());
   b.model = init_causal_lm(b.config, m.init.init_std, static_cast<uint64_t>(seed), device);

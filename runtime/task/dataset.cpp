@@ -30,12 +30,51 @@ void remove_quietly(const std::string& path) {
   throw data_error(path + ":" + std::to_string(line) + ": " + what);
 }
 
-std::string string_field(const nlohmann::json& obj, const char* key, const std::string& path,
-                         size_t line) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string())
-    fail_at(path, line, std::string("missing string field '") + key + "'");
-  return it->get<std::string>();
+// The value at a dotted path ("reward_model.ground_truth"), or null when a part is missing.
+const nlohmann::json* find_path(const nlohmann::json& obj, const std::string& dotted) {
+  const nlohmann::json* at = &obj;
+  size_t begin = 0;
+  while (true) {
+    auto end = dotted.find('.', begin);
+    auto part = dotted.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(part);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+    if (end == std::string::npos) return at;
+    begin = end + 1;
+  }
+}
+
+const nlohmann::json& field(const nlohmann::json& obj, const std::string& key,
+                            const char* config_key, const std::string& path, size_t line) {
+  const auto* v = find_path(obj, key);
+  if (v == nullptr) fail_at(path, line, "missing field '" + key + "' (" + config_key + ")");
+  return *v;
+}
+
+// A prompt field: a string (one user turn) or a list of {role, content} messages.
+void read_prompt(const nlohmann::json& v, const std::string& key, qa_example& ex,
+                 const std::string& path, size_t line) {
+  if (v.is_string()) {
+    ex.question = v.get<std::string>();
+    return;
+  }
+  if (!v.is_array() || v.empty())
+    fail_at(path, line, "field '" + key + "' must be a string or a list of chat messages");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const auto& m = v[i];
+    auto where = "field '" + key + "'[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
+      fail_at(path, line, where + " must be {\"role\": string, \"content\": string}");
+    auto role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant")
+      fail_at(path, line, where + " has role '" + role + "' (system, user or assistant)");
+    ex.messages.push_back({role, m["content"].get<std::string>()});
+    if (role == "user") ex.question = ex.messages.back().content;
+  }
+  if (ex.question.empty()) fail_at(path, line, "field '" + key + "' has no user message");
 }
 
 }  // namespace
@@ -49,7 +88,14 @@ std::string gsm8k_final_answer(const std::string& answer) {
   return trim(rest.substr(0, rest.find('\n')));
 }
 
-std::vector<qa_example> load_jsonl(const std::string& path) {
+std::string ground_truth_of(const std::string& answer) {
+  if (answer.find("####") != std::string::npos) return gsm8k_final_answer(answer);
+  if (answer.find("\\boxed{") != std::string::npos)
+    if (auto boxed = extract_final_answer(answer)) return trim(*boxed);
+  return trim(answer);
+}
+
+std::vector<qa_example> load_jsonl(const std::string& path, const jsonl_fields& fields) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw data_error(path + ": cannot open");
   std::vector<qa_example> examples;
@@ -71,15 +117,24 @@ std::vector<qa_example> load_jsonl(const std::string& path) {
     if (!obj.is_object()) fail_at(path, line_no, "expected a JSON object");
 
     qa_example ex;
-    ex.question = string_field(obj, "question", path, line_no);
-    ex.answer = string_field(obj, "answer", path, line_no);
-    ex.ground_truth = gsm8k_final_answer(ex.answer);
+    read_prompt(field(obj, fields.prompt_key, "data.prompt_key", path, line_no), fields.prompt_key,
+                ex, path, line_no);
+    const auto& a = field(obj, fields.answer_key, "data.answer_key", path, line_no);
+    if (a.is_string())
+      ex.answer = a.get<std::string>();
+    else if (a.is_number())
+      ex.answer = a.dump();
+    else
+      fail_at(path, line_no, "field '" + fields.answer_key + "' must be a string or a number");
+    ex.ground_truth = ground_truth_of(ex.answer);
     if (ex.ground_truth.empty())
-      fail_at(path, line_no, "answer has no '#### <number>' final answer");
-    // The reward parses ground truth as a number; an unparsable one would score every response 0.
-    if (!parse_answer_number(ex.ground_truth))
+      fail_at(path, line_no, "field '" + fields.answer_key + "' has no answer");
+    // The built-in reward parses ground truth as a number; an unparsable one would score every
+    // response 0.
+    if (fields.numeric_answers && !parse_answer_number(ex.ground_truth))
       fail_at(path, line_no,
-              "answer has no '#### <number>' final answer (got '" + ex.ground_truth + "')");
+              "answer has no numeric final answer ('#### N', \\boxed{N} or a number; got '" +
+                  ex.ground_truth + "'); a non-numeric answer needs reward.function=external");
     examples.push_back(std::move(ex));
   }
   if (in.bad()) throw data_error(path + ": read error");
@@ -95,7 +150,14 @@ void save_jsonl(const std::string& path, const std::vector<qa_example>& examples
     if (!out) throw data_error(tmp + ": cannot open for writing");
     for (size_t i = 0; i < examples.size(); ++i) {
       nlohmann::json obj;
-      obj["question"] = examples[i].question;
+      // A chat-message prompt is written as its message list, which load_jsonl reads back.
+      if (examples[i].messages.empty()) {
+        obj["question"] = examples[i].question;
+      } else {
+        obj["question"] = nlohmann::json::array();
+        for (auto& m : examples[i].messages)
+          obj["question"].push_back({{"role", m.role}, {"content", m.content}});
+      }
       obj["answer"] = examples[i].answer;
       try {
         out << obj.dump() << '\n';

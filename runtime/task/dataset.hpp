@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/text/chat_template.hpp"  // chat_message
+
 namespace asyncrl {
 
 /// Bad data input: the message names file:line and what was wrong.
@@ -13,18 +15,31 @@ class data_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// One GSM8K-style example. `answer` holds the worked solution ending in "#### <number>";
-/// `ground_truth` is the text after the last "####", trimmed.
+/// One example. `answer` holds the worked solution (GSM8K: ending in "#### <number>"; MATH:
+/// with "\boxed{...}") or the bare answer; `ground_truth` is what the reward compares with.
 struct qa_example {
-  std::string question;
+  std::string question;  // the last user turn when the prompt is a message list
   std::string answer;
   std::string ground_truth;
+  std::vector<chat_message> messages;  // the prompt as chat messages; empty = one user turn
 };
 
-/// Loads a JSONL file with GSM8K's fields `question` and `answer` (extra fields are ignored;
-/// blank lines are skipped). Throws data_error "path:line: what" for unreadable files, invalid
-/// JSON, a missing or non-string field, or an answer without "#### <number>".
-std::vector<qa_example> load_jsonl(const std::string& path);
+/// Which fields of a JSONL line hold the prompt and the answer, and what the answer must be.
+struct jsonl_fields {
+  std::string prompt_key = "question";  // dotted path; a string or a list of {role, content}
+  std::string answer_key = "answer";    // dotted path; a string or a number
+  bool numeric_answers = true;          // the built-in rule compares numbers: refuse others
+};
+
+/// The ground truth of an answer text: after the last "####" (GSM8K), else the last
+/// \boxed{...} (MATH), else the whole text; trimmed.
+std::string ground_truth_of(const std::string& answer);
+
+/// Loads a JSONL file (extra fields are ignored; blank lines are skipped). Throws data_error
+/// "path:line: what" for unreadable files, invalid JSON, a missing field (naming the key),
+/// a field of the wrong type, an empty answer, or with numeric_answers an answer that is not a
+/// number.
+std::vector<qa_example> load_jsonl(const std::string& path, const jsonl_fields& fields = {});
 
 /// Writes examples as JSONL with fields `question` and `answer` (atomically).
 void save_jsonl(const std::string& path, const std::vector<qa_example>& examples);

@@ -15,13 +15,13 @@ namespace asyncrl {
 namespace {
 
 // Runs every (question, sample) pair through one generator and returns the mean reward.
-double run_pass(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& tok,
+double run_pass(std::shared_ptr<CausalLMImpl> model, const tokenizer& tok, const prompt_format& fmt,
                 const std::vector<qa_example>& data, const eval_options& opt,
                 const sampling_params& sp, int64_t samples, double* mean_tokens) {
   std::vector<std::vector<int32_t>> prompts;
   int64_t longest = 0;
   for (auto& ex : data) {
-    prompts.push_back(encode_prompt(tok, ex.question));
+    prompts.push_back(encode_prompt(tok, fmt, ex));
     longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts.back().size()));
   }
   generator_options go;
@@ -29,7 +29,7 @@ double run_pass(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& tok,
   go.max_seq_len =
       std::min<int64_t>(longest + opt.max_new_tokens, model->config().max_position_embeddings);
   go.seed = opt.seed;
-  go.eos_id = tok.eos_id();
+  go.eos_id = fmt.stop_id;
   generator gen(model, go);
   for (size_t q = 0; q < data.size(); ++q)
     for (int64_t s = 0; s < samples; ++s) {
@@ -56,8 +56,9 @@ double run_pass(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& tok,
 
 }  // namespace
 
-eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& tok,
-                     const std::vector<qa_example>& data, const eval_options& opt) {
+eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const tokenizer& tok,
+                     const prompt_format& fmt, const std::vector<qa_example>& data,
+                     const eval_options& opt) {
   auto t0 = std::chrono::steady_clock::now();
   eval_result r;
   r.questions = static_cast<int64_t>(data.size());
@@ -66,9 +67,9 @@ eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& 
   model->eval();
   sampling_params greedy;
   greedy.temperature = 0.0;
-  r.pass1 = run_pass(model, tok, data, opt, greedy, 1, &r.mean_response_tokens);
+  r.pass1 = run_pass(model, tok, fmt, data, opt, greedy, 1, &r.mean_response_tokens);
   if (opt.samples > 1)
-    r.mean_at_n = run_pass(model, tok, data, opt, opt.sampling, opt.samples, nullptr);
+    r.mean_at_n = run_pass(model, tok, fmt, data, opt, opt.sampling, opt.samples, nullptr);
   model->train(was_training);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "runtime/generation/generator.hpp"
-#include "runtime/model/tokenizer.hpp"
 #include "runtime/task/dataset.hpp"
+#include "runtime/task/prompting.hpp"
+#include "runtime/text/tokenizer.hpp"
 
 namespace asyncrl {
 
@@ -35,7 +36,8 @@ struct eval_result {
 eval_options greedy_eval_options(const eval_section& e, int64_t seed);
 
 /// Greedy pass@1 (and mean@N when samples > 1) on `data`, scored by the rule-based reward.
-eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const char_tokenizer& tok,
-                     const std::vector<qa_example>& data, const eval_options& opt);
+eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const tokenizer& tok,
+                     const prompt_format& fmt, const std::vector<qa_example>& data,
+                     const eval_options& opt);
 
 }  // namespace asyncrl

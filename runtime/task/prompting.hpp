@@ -1,16 +1,42 @@
 #pragma once
 
+// How a question becomes prompt ids and an answer becomes response ids. SFT, RL, eval and the
+// console must agree on it, so every one of them goes through these functions with the run's
+// prompt_format.
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "runtime/model/tokenizer.hpp"
+#include "runtime/config/modes.hpp"  // chat_format
+#include "runtime/task/dataset.hpp"
+#include "runtime/text/tokenizer.hpp"
 
 namespace asyncrl {
 
-/// The chat-free template every command shares: the prompt is <bos> question '\n', and the
-/// response is the worked answer followed by <eos>. SFT, RL and eval must agree on it.
-std::vector<int32_t> encode_prompt(const char_tokenizer& tok, const std::string& question);
-std::vector<int32_t> encode_response(const char_tokenizer& tok, const std::string& answer);
+struct prompt_format {
+  chat_format chat = chat_format::none;  // none, qwen or llama3 (never auto_detect)
+  std::string system_prompt;             // "" = no system turn
+  std::string bos_text;                  // llama3's first token, as text
+  int32_t stop_id = -1;                  // ends a response: <eos>, <|im_end|>, <|eot_id|>
+};
+
+/// Resolves data.chat_template and data.system_prompt against the tokenizer: `auto` takes the
+/// family of its chat template (none for the char tokenizer and for a tokenizer without one),
+/// an empty system prompt takes the template's default. Throws std::runtime_error when the
+/// tokenizer lacks a token the format needs (naming it and the key to change).
+prompt_format make_prompt_format(const tokenizer& tok, chat_format requested,
+                                 const std::string& system_prompt);
+
+/// none: <bos> (when the tokenizer has one) question '\n'. Chat formats: the system turn (if
+/// any), the example's messages (or one user turn with the question), the assistant header.
+std::vector<int32_t> encode_prompt(const tokenizer& tok, const prompt_format& f,
+                                   const qa_example& ex);
+/// Prompt ids of a bare question (the console's `generate`, `asyncrl generate`).
+std::vector<int32_t> encode_prompt(const tokenizer& tok, const prompt_format& f,
+                                   const std::string& question);
+/// The answer followed by the stop token.
+std::vector<int32_t> encode_response(const tokenizer& tok, const prompt_format& f,
+                                     const std::string& answer);
 
 }  // namespace asyncrl

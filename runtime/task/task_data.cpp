@@ -7,7 +7,11 @@
 
 namespace asyncrl {
 
-task_data load_task_data(const data_section& cfg) {
+task_data load_task_data(const data_section& cfg, bool numeric_answers) {
+  jsonl_fields fields;
+  fields.prompt_key = cfg.prompt_key;
+  fields.answer_key = cfg.answer_key;
+  fields.numeric_answers = numeric_answers;
   task_data d;
   const bool need_builtin = cfg.train_path.empty() || cfg.test_path.empty();
   if (need_builtin) {
@@ -25,11 +29,11 @@ task_data load_task_data(const data_section& cfg) {
     d.builtin = true;
   }
   if (!cfg.train_path.empty()) {
-    d.train = load_jsonl(cfg.train_path);
+    d.train = load_jsonl(cfg.train_path, fields);
     d.train_source = cfg.train_path;
   }
   if (!cfg.test_path.empty()) {
-    d.test = load_jsonl(cfg.test_path);
+    d.test = load_jsonl(cfg.test_path, fields);
     d.test_source = cfg.test_path;
   }
   return d;

@@ -17,8 +17,9 @@ struct task_data {
   bool builtin = false;
 };
 
-/// Throws data_error (file:line) or std::invalid_argument (bad task options).
-task_data load_task_data(const data_section& cfg);
+/// Throws data_error (file:line) or std::invalid_argument (bad task options). With
+/// numeric_answers (the built-in reward rules) a non-numeric ground truth is refused.
+task_data load_task_data(const data_section& cfg, bool numeric_answers);
 
 /// Writes train.jsonl and test.jsonl into `dir` so that later commands can use the same data.
 void write_task_data(const task_data& d, const std::string& dir);

@@ -1,4 +1,4 @@
-#include "runtime/model/tokenizer.hpp"
+#include "runtime/text/char_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -109,12 +109,26 @@ void char_tokenizer::save(const std::string& path) const {
   }
 }
 
+void char_tokenizer::save_dir(const std::string& dir) const {
+  save((std::filesystem::path(dir) / "char_tokenizer.json").string());
+}
+
 std::vector<int32_t> char_tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size());
   for (char c : text)
     ids.push_back(lookup_[static_cast<unsigned char>(c)]);
   return ids;
+}
+
+std::string char_tokenizer::token_bytes(int32_t id, bool skip_special) const {
+  return decode({id}, skip_special);
+}
+
+int32_t char_tokenizer::special_id(std::string_view content) const {
+  for (int32_t i = 0; i < kNumSpecial; ++i)
+    if (content == kSpecials[i]) return i;
+  return -1;
 }
 
 std::string char_tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {

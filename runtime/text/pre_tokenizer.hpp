@@ -1,0 +1,33 @@
+#pragma once
+
+// tokenizer.json "pre_tokenizer": splits normalized text into the words BPE sees. Supported:
+// Sequence, Split (Regex or String pattern, every behavior, invert) and ByteLevel
+// (add_prefix_space, use_regex with GPT-2's pattern), matching Hugging Face's splits exactly;
+// anything else is refused at load.
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/text/hf_json.hpp"
+
+namespace asyncrl {
+
+class pre_tokenizer {
+ public:
+  virtual ~pre_tokenizer() = default;
+  /// Replaces every piece by its splits, in order; empty splits are dropped (as Hugging Face's
+  /// PreTokenizedString does).
+  virtual void apply(std::vector<std::string>& pieces) const = 0;
+  /// Whether this maps text to GPT-2's byte-level alphabet (is or contains a ByteLevel).
+  virtual bool maps_bytes() const { return false; }
+
+  /// The pre-tokenizer a tokenizer.json value describes; nullptr for null. Throws
+  /// std::runtime_error naming `where` for an unsupported one.
+  static std::unique_ptr<const pre_tokenizer> from_json(const nlohmann::json& j,
+                                                        const hf_where& where);
+};
+
+}  // namespace asyncrl
