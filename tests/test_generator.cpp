@@ -324,3 +324,37 @@ TEST(Sampler, TopKAndTopPRestrictTheSupport) {
 }
 
 }  // namespace
+
+// Streaming output reads a request's tokens while it runs. Catches another slot's tokens
+// returned (two requests run at once), tokens that are not a prefix of the final response, and
+// a finished or unknown request reported as still producing.
+TEST(Generator, TokensSoFarArePrefixesOfTheFinalResponse) {
+  generator gen(tiny_model(5), opts(2, /*eos=*/-1));
+  gen.submit(make_request(7, {1, 5, 6}, 12));
+  gen.submit(make_request(8, {1, 9}, 12));
+  std::map<uint64_t, std::vector<std::vector<int32_t>>> seen;
+  std::map<uint64_t, std::vector<int32_t>> final_tokens;
+  while (!gen.idle()) {
+    for (auto& r : gen.step(1))
+      final_tokens[r.request.id] = r.request.tokens;
+    for (uint64_t id : {7u, 8u})
+      if (!final_tokens.count(id)) seen[id].push_back(gen.tokens_so_far(id));
+  }
+  ASSERT_EQ(final_tokens.size(), 2u);
+  for (uint64_t id : {7u, 8u}) {
+    const auto& all = final_tokens[id];
+    ASSERT_EQ(all.size(), 12u);
+    ASSERT_FALSE(seen[id].empty());
+    size_t last = 0;
+    for (auto& part : seen[id]) {
+      ASSERT_LE(part.size(), all.size());
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), all.begin())) << "request " << id;
+      EXPECT_GE(part.size(), last);
+      last = part.size();
+    }
+    EXPECT_GT(last, 0u);
+    EXPECT_TRUE(gen.tokens_so_far(id).empty());
+  }
+  EXPECT_NE(final_tokens[7], final_tokens[8]);
+  EXPECT_TRUE(gen.tokens_so_far(99).empty());
+}

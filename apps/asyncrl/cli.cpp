@@ -164,6 +164,9 @@ void add_generate(CLI::App& app, cli_args& a) {
       ->check(CLI::PositiveNumber);
   generate->add_flag("--raw", gen.raw,
                      "use the prompt as is, without the chat template (or <bos> ... '\\n')");
+  generate->add_flag("--stream", gen.stream,
+                     "print one response's text as it is generated (whole UTF-8 characters), "
+                     "not JSON");
   add_sampling_options(generate, gen.sampling, gen.seed, gen.max_new_tokens);
 }
 

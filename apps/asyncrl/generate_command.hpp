@@ -18,6 +18,7 @@ struct generate_command {
   int64_t max_new_tokens = 48;
   sampling_params sampling;
   uint64_t seed = 1;
+  bool stream = false;  // print the text of one response as it is generated, no JSON
 };
 
 /// Returns the exit code; throws on bad input or a failed generation.

@@ -320,6 +320,11 @@ void generator::set_version(int64_t v) {
 int64_t generator::version() const {
   return impl_->version;
 }
+std::vector<int32_t> generator::tokens_so_far(uint64_t id) const {
+  for (const auto& s : impl_->active)
+    if (s.req.id == id) return s.req.tokens;
+  return {};
+}
 size_t generator::num_active() const {
   return impl_->active.size();
 }

@@ -94,6 +94,10 @@ class generator {
   void set_version(int64_t v);
   int64_t version() const;
 
+  /// The tokens an active request has sampled so far (streaming output); empty when no active
+  /// request has this id.
+  std::vector<int32_t> tokens_so_far(uint64_t id) const;
+
   size_t num_active() const;
   size_t num_waiting() const;
   bool idle() const { return num_active() == 0 && num_waiting() == 0; }

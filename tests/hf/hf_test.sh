@@ -86,4 +86,13 @@ g = json.loads(open(sys.argv[1]).readline())
 assert g["finish"] in ("eos", "length"), g
 assert "<|im_end|>" not in g["text"] and "<|im_start|>" not in g["text"], g["text"]
 PYEOF
+# --stream prints the same response, whole characters as they come (greedy: same tokens).
+"$BIN" generate --model "$WORK/rl/final" --prompt "Ana has 3 pens and gets 4 more. How many pens does Ana have now?" \
+  --temperature 0 --stream >"$WORK/stream.txt" || fail "generate --stream"
+$PY - "$WORK/gen.jsonl" "$WORK/stream.txt" <<'PYEOF' || fail "generate --stream differs from generate"
+import json, sys
+g = json.loads(open(sys.argv[1]).readline())
+s = open(sys.argv[2], encoding="utf-8").read()
+assert s == g["text"] + "\n", (s, g["text"])
+PYEOF
 echo "PASS hf e2e"
