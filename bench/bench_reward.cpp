@@ -32,6 +32,7 @@
 #include "runtime/task/external_scorer.hpp"
 #include "runtime/task/reward.hpp"
 #include "runtime/text/char_tokenizer.hpp"
+#include "tests/role_fakes.hpp"
 
 using namespace asyncrl;
 
@@ -142,25 +143,6 @@ struct socket_server {
   }
 };
 
-queue_actor forwarding_queue(caf::actor_system& sys, caf::actor sink) {
-  return sys.spawn([sink](queue_actor::pointer) -> queue_actor::behavior_type {
-    return {
-        [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
-        [](abandon_atom, int32_t, int64_t) {},
-        [sink](put_atom, scored_group& g) { caf::anon_send(sink, put_atom::value, std::move(g)); },
-        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
-        [](synced_atom, int64_t) {},
-        [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
-  });
-}
-
 env_ptr make_bench_env(const std::vector<std::string>& overrides) {
   auto lc = load_config("", overrides);
   auto tok = char_tokenizer::builtin();
@@ -184,7 +166,7 @@ actor_run run_actor(const env_ptr& env, const std::vector<item>& items, int64_t 
   cfg.set("scheduler.max-threads", 1);  // a run's cooperative roles share one thread
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto queue = forwarding_queue(sys, caf::actor_cast<caf::actor>(self));
+  auto queue = test::forwarding_queue(sys, caf::actor_cast<caf::actor>(self));
   auto reward = spawn_reward(sys, reward_args{env, queue});
   auto group = [&](uint64_t id) {
     scored_group g;

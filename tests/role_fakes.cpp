@@ -66,34 +66,53 @@ controller_actor fake_controller(coordinated_system& cs, controller_hooks hooks)
   }));
 }
 
+namespace {
+
+// The fake queue's behaviour, for the test coordinator and for a real actor system alike.
+queue_actor::behavior_type hooked_queue(queue_actor::pointer self,
+                                        std::shared_ptr<const queue_hooks> h) {
+  return {
+      [=](credit_atom, int32_t worker, int64_t want) -> caf::result<int64_t> {
+        if (h->credit) return h->credit(self, worker, want);
+        return int64_t{0};
+      },
+      [](abandon_atom, int32_t, int64_t) {},
+      [h](put_atom, scored_group& g) {
+        if (h->put) h->put(std::move(g));
+      },
+      [=](pull_atom, int64_t version, int64_t min, int64_t max) -> caf::result<delivery> {
+        if (h->pull) return h->pull(self, version, min, max);
+        return delivery{};
+      },
+      [h](synced_atom, int64_t version) {
+        if (h->synced) h->synced(version);
+      },
+      [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
+      [](snapshot_atom) -> delivery { return {}; },
+      [](members_atom, int32_t) {},
+      [](set_atom, admission_params&) {},
+      [](hold_atom, bool) {},
+      [](stats_atom) -> queue_stats { return {}; },
+      [](stop_atom, int64_t) -> queue_stats { return {}; },
+  };
+}
+
+}  // namespace
+
 queue_actor fake_queue(coordinated_system& cs, queue_hooks hooks) {
   auto h = std::make_shared<const queue_hooks>(std::move(hooks));
   return cs.track(cs.sys().spawn([h](queue_actor::pointer self) -> queue_actor::behavior_type {
-    return {
-        [=](credit_atom, int32_t worker, int64_t want) -> caf::result<int64_t> {
-          if (h->credit) return h->credit(self, worker, want);
-          return int64_t{0};
-        },
-        [](abandon_atom, int32_t, int64_t) {},
-        [h](put_atom, scored_group& g) {
-          if (h->put) h->put(std::move(g));
-        },
-        [=](pull_atom, int64_t version, int64_t min, int64_t max) -> caf::result<delivery> {
-          if (h->pull) return h->pull(self, version, min, max);
-          return delivery{};
-        },
-        [h](synced_atom, int64_t version) {
-          if (h->synced) h->synced(version);
-        },
-        [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
+    return hooked_queue(self, h);
   }));
+}
+
+queue_actor forwarding_queue(caf::actor_system& sys, caf::actor sink) {
+  queue_hooks hooks;
+  hooks.put = [sink](scored_group g) { caf::anon_send(sink, put_atom::value, std::move(g)); };
+  auto h = std::make_shared<const queue_hooks>(std::move(hooks));
+  return sys.spawn([h](queue_actor::pointer self) -> queue_actor::behavior_type {
+    return hooked_queue(self, h);
+  });
 }
 
 rollouter_actor fake_rollouter(coordinated_system& cs, rollouter_hooks hooks) {

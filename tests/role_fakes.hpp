@@ -52,6 +52,9 @@ struct queue_hooks {
 
 /// A queue that only calls its hooks (stats and stop answer empty counters). Tracked by `cs`.
 queue_actor fake_queue(coordinated_system& cs, queue_hooks hooks);
+/// The same fake on a real actor system, sending each group put on to `sink` as
+/// (put_atom, scored_group).
+queue_actor forwarding_queue(caf::actor_system& sys, caf::actor sink);
 
 /// What a fake rollouter tells the test of a sync; `hang` makes it a stuck one.
 struct rollouter_hooks {

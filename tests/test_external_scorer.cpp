@@ -747,26 +747,6 @@ TEST(ExternalScorer, AWholeRunWithAnExternalScorerTrainsExactlyAsTheBuiltInRule)
   EXPECT_TRUE(children_running(kFaulty).empty()) << "a scorer process outlived the run";
 }
 
-// A queue for a real actor system: each group put is sent on to `sink`.
-queue_actor forwarding_queue(caf::actor_system& sys, caf::actor sink) {
-  return sys.spawn([sink](queue_actor::pointer) -> queue_actor::behavior_type {
-    return {
-        [](credit_atom, int32_t, int64_t) -> int64_t { return 0; },
-        [](abandon_atom, int32_t, int64_t) {},
-        [sink](put_atom, scored_group& g) { caf::anon_send(sink, put_atom::value, std::move(g)); },
-        [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
-        [](synced_atom, int64_t) {},
-        [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
-        [](snapshot_atom) -> delivery { return {}; },
-        [](members_atom, int32_t) {},
-        [](set_atom, admission_params&) {},
-        [](hold_atom, bool) {},
-        [](stats_atom) -> queue_stats { return {}; },
-        [](stop_atom, int64_t) -> queue_stats { return {}; },
-    };
-  });
-}
-
 TEST(ExternalScorer, RewardPoolWithDetachedWorkersOnARealActorSystem) {
   // As in a run: detached workers (each on its own thread, each with its own reference
   // scorer), groups scored concurrently, then a stop. Waits are bounded (60 s), no sleeps.
@@ -785,7 +765,7 @@ TEST(ExternalScorer, RewardPoolWithDetachedWorkersOnARealActorSystem) {
     cfg.set("scheduler.max-threads", 2);
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
-    auto queue = forwarding_queue(sys, caf::actor_cast<caf::actor>(self));
+    auto queue = test::forwarding_queue(sys, caf::actor_cast<caf::actor>(self));
     auto reward = spawn_reward(sys, reward_args{env, queue});
     const int groups = 3;
     for (int id = 0; id < groups; ++id)
