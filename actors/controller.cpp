@@ -19,8 +19,16 @@
 
 namespace asyncrl {
 
+namespace {
+// A duration in ms as seconds; negative (not measured) as null.
+nlohmann::ordered_json ms_or_null(double ms) {
+  return ms < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(ms / 1000.0);
+}
+}  // namespace
+
 std::string metrics_line(const step_report& r, double wall, int64_t tokens_generated,
-                         double rollouter_idle, int64_t dropped, int64_t workers) {
+                         double rollouter_idle, int64_t dropped, int64_t workers,
+                         const cpu_window& cpu) {
   const double step_s = r.step_ms / 1000.0;
   const auto& u = r.update;
   nlohmann::ordered_json j{
@@ -51,7 +59,12 @@ std::string metrics_line(const step_report& r, double wall, int64_t tokens_gener
                                   {"published_version", r.queue.published_version},
                                   {"prox_version", r.prox_version},
                                   {"out_of_order_groups", r.out_of_order_groups},
-                                  {"eval_time_s", r.eval_time_s}});
+                                  {"eval_time_s", r.eval_time_s},
+                                  {"first_group_s", ms_or_null(r.first_group_ms)},
+                                  {"last_group_s", ms_or_null(r.last_group_ms)},
+                                  {"cpu_total_s", cpu.total_s},
+                                  {"cpu_compute_s", cpu.compute_s},
+                                  {"overhead_cpu_share", cpu.overhead_share}});
   if (r.eval_accuracy >= 0) j["eval_accuracy"] = r.eval_accuracy;
   // JSON has no NaN: a non-finite value (a skipped step's grad norm) becomes null.
   for (auto& [k, v] : j.items())
@@ -116,7 +129,7 @@ void write_report(ctrl_ptr self, const step_report& r) {
   const double span_ms = (wall - st.prev_wall) * 1000.0 * double(std::max<int64_t>(1, workers));
   const double idle = span_ms > 0 ? std::clamp(1.0 - busy_delta / span_ms, 0.0, 1.0) : 0.0;
   const int64_t dropped = std::max<int64_t>(0, r.queue.dropped_stale - st.prev_dropped);
-  auto line = metrics_line(r, wall, tokens - st.prev_tokens, idle, dropped, workers);
+  auto line = metrics_line(r, wall, tokens - st.prev_tokens, idle, dropped, workers, st.cpu.next());
   st.prev_wall = wall;
   st.prev_tokens = tokens;
   st.prev_dropped = r.queue.dropped_stale;

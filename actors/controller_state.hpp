@@ -18,6 +18,7 @@
 #include "actors/controller.hpp"
 #include "actors/run_ledger.hpp"
 #include "messages/interfaces.hpp"
+#include "runtime/common/cpu_time.hpp"
 #include "runtime/common/progress.hpp"
 #include "runtime/config/run_config.hpp"
 
@@ -99,6 +100,7 @@ struct controller_state {
   double prev_wall = 0;
   std::map<int32_t, double> prev_busy;
   int64_t prev_tokens = 0, prev_dropped = 0;
+  cpu_meter cpu;  // the process's CPU time per step window (metrics.jsonl cpu_*)
   std::unique_ptr<std::ofstream> metrics;
   std::unique_ptr<progress_line> bar;
 

@@ -18,6 +18,7 @@
 
 #include <utility>
 
+#include "runtime/common/cpu_time.hpp"
 #include "runtime/task/external_scorer.hpp"
 #include "runtime/task/reward.hpp"
 #include "runtime/train/advantages.hpp"
@@ -159,6 +160,7 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
                          {"index", static_cast<int64_t>(index)}};
             return score_external(self, *env, *tally, std::move(req));
           }
+          compute_region cpu;
           return score_with(env->reward_fn, env->cfg.reward.prefix, text, truth);
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, e.what());

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "actors/errors.hpp"
+#include "runtime/common/cpu_time.hpp"
 #include "runtime/common/enum_names.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/model.hpp"
@@ -256,7 +257,10 @@ void run_chunk(self_ptr self) {
   auto& st = self->state;
   auto t0 = clock::now();
   const auto before = st.gen->stats().tokens_generated;
-  auto results = st.gen->step(static_cast<int>(st.args.env->cfg.rollout.chunk_tokens));
+  auto results = [&] {
+    compute_region cpu;  // prefill and decode
+    return st.gen->step(static_cast<int>(st.args.env->cfg.rollout.chunk_tokens));
+  }();
   st.tokens += st.gen->stats().tokens_generated - before;
   st.busy_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   ++st.chunks;
@@ -305,6 +309,7 @@ auto on_stop(self_ptr self) {
 caf::error apply_load(self_ptr self, const weight_snapshot& w) {
   auto& st = self->state;
   try {
+    compute_region cpu;
     load_snapshot(*st.model, w, /*alias=*/true);
   } catch (const std::exception& e) {
     return caf::make_error(caf::sec::invalid_argument, e.what());
@@ -513,7 +518,12 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
 rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) {
   auto& st = self->state;
   st.args = std::move(args);
+  // On the rollouter's own thread (detached), before torch starts its OpenMP threads: they
+  // inherit the mask. A respawned rollouter keeps its worker id, and so its cores.
+  pin_role_thread(*st.args.env, rollouter_cpus(*st.args.env, st.args.worker),
+                  ("rollouter " + std::to_string(st.args.worker)).c_str());
   set_torch_threads(st.args.env->rollout_threads);
+  compute_region cpu;  // building the model and loading the weights
   const auto& cfg = st.args.env->cfg;
   torch::Device device(cfg.runtime.device);
   CausalLM model(st.args.env->model);

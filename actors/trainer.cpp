@@ -9,6 +9,7 @@
 
 #include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
+#include "runtime/common/cpu_time.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/task/evaluate.hpp"
@@ -32,7 +33,8 @@ struct step_acc {
   int64_t filtered = 0, groups = 0;
   int64_t response_tokens = 0;  // of non-filtered groups: 0 means nothing to train on
   double idle_ms = 0;
-  int64_t out_of_order = 0;  // groups consumed after a group with a larger id
+  double first_group_ms = -1, last_group_ms = -1;  // arrivals, ms after the step began
+  int64_t out_of_order = 0;                        // groups consumed after a group with a larger id
   uint64_t last_group = 0;
   std::vector<uint64_t> ids;  // every group consumed, trained or filtered
 };
@@ -91,6 +93,7 @@ void finish_stop(trainer_ptr self) {
 
 // Greedy accuracy of the current policy on the test split (eval.every_steps).
 double evaluate_now(trainer_ptr self) {
+  compute_region cpu;
   auto& st = self->state;
   const auto& cfg = st.args.env->cfg;
   if (!st.eval_model) {
@@ -114,6 +117,7 @@ void consume(trainer_ptr self, const scored_group& g) {
   const bool update_start =
       plan.old_per_step ? st.step % plan.steps_per_update == 0 : st.steps_in_sync == 0;
   if (st.groups_in_step == 0 && update_start) {
+    compute_region cpu;
     st.pt->begin_batch();
     st.prox_version = st.pt->version();
   }
@@ -151,6 +155,7 @@ void consume(trainer_ptr self, const scored_group& g) {
     while (st.pending.size() >= micro) {
       std::vector<const scored_sample*> mb(st.pending.begin(), st.pending.begin() + micro);
       st.pending.erase(st.pending.begin(), st.pending.begin() + micro);
+      compute_region cpu;
       st.pt->accumulate(mb);
     }
     return;
@@ -159,7 +164,9 @@ void consume(trainer_ptr self, const scored_group& g) {
     std::vector<const scored_sample*> mb;
     for (size_t j = i; j < std::min(g.samples.size(), i + micro); ++j)
       if (!g.samples[j].response.empty()) mb.push_back(&g.samples[j]);
-    if (!mb.empty()) st.pt->accumulate(mb);
+    if (mb.empty()) continue;
+    compute_region cpu;
+    st.pt->accumulate(mb);
   }
 }
 
@@ -189,6 +196,7 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
   c.counts.held = 0;
   c.counts.version = st.pt->version();
   c.held.assign(st.buffer.begin(), st.buffer.end());
+  compute_region cpu;
   c.state = st.pt->save_state();
   c.rollout_weights = snapshot_weights(*st.pt->policy(), st.pt->version());
   return c;
@@ -204,7 +212,10 @@ void send_checkpoint(trainer_ptr self) {
 
 void publish(trainer_ptr self) {
   auto& st = self->state;
-  auto snap = snapshot_weights(*st.pt->policy(), st.pt->version());
+  auto snap = [&] {
+    compute_region cpu;
+    return snapshot_weights(*st.pt->policy(), st.pt->version());
+  }();
   self->request(st.args.synchronizer, caf::infinite, publish_atom::value, std::move(snap))
       .then(
           [self](const sync_report& r) {
@@ -222,6 +233,7 @@ void do_step(trainer_ptr self) {
   auto& st = self->state;
   const auto& plan = st.plan;
   update_stats u;
+  std::optional<compute_region> cpu(std::in_place);
   if (!st.pending.empty()) {  // the last, partly filled micro-batch of the step
     st.pt->accumulate(st.pending);
     st.pending.clear();
@@ -254,9 +266,12 @@ void do_step(trainer_ptr self) {
   r.reward_failures = st.acc.failures;
   r.step_ms = ms_between(st.step_start, now);
   r.trainer_idle_ms = st.acc.idle_ms;
+  r.first_group_ms = st.acc.first_group_ms;
+  r.last_group_ms = st.acc.last_group_ms;
   r.sync_time_ms = st.last_sync_ms;
   r.sync_bytes = st.last_sync_bytes;
   r.params_checksum = params_checksum(*st.pt->policy());
+  cpu.reset();  // evaluate_now books its own
   r.queue = st.last_queue;
   r.prox_version = st.prox_version;
   r.out_of_order_groups = st.acc.out_of_order;
@@ -361,7 +376,12 @@ void pull_next(trainer_ptr self) {
           [self, t0](delivery& d) {
             auto& st = self->state;
             st.pulling = false;
-            st.acc.idle_ms += ms_between(t0, clock::now());
+            const auto now = clock::now();
+            st.acc.idle_ms += ms_between(t0, now);
+            if (!d.groups.empty()) {
+              st.acc.last_group_ms = ms_between(st.step_start, now);
+              if (st.acc.first_group_ms < 0) st.acc.first_group_ms = st.acc.last_group_ms;
+            }
             st.last_queue = d.stats;
             st.delivered += static_cast<int64_t>(d.groups.size());
             if (st.stop.armed()) {  // delivered after the stop: held, never trained
@@ -392,7 +412,11 @@ void pull_next(trainer_ptr self) {
 trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   auto& st = self->state;
   st.args = std::move(args);
+  // On the trainer's own thread (detached), before torch starts its OpenMP threads: they
+  // inherit the mask.
+  pin_role_thread(*st.args.env, st.args.env->cores.trainer, "trainer");
   set_torch_threads(st.args.env->trainer_threads);
+  compute_region cpu;  // building the model and loading the weights
   const auto& cfg = st.args.env->cfg;
   st.plan = st.args.env->plan;
   st.live = live_settings{cfg.async_training.staleness_threshold,
@@ -429,6 +453,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
         pull_next(self);
       },
       [self](final_atom) -> weight_snapshot {
+        compute_region cpu;
         return snapshot_weights(*self->state.pt->policy(), self->state.pt->version());
       },
       [self](checkpoint_atom) {

@@ -9,6 +9,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "bench/bench_samples.hpp"
 #include "bench/bench_util.hpp"
 #include "runtime/common/rng.hpp"
 #include "runtime/config/run_config.hpp"
@@ -73,31 +74,10 @@ double prefill_token_s(CausalLM& model, int reps) {
   return bench::median(v);
 }
 
-std::vector<scored_sample> samples(int count) {
-  std::vector<scored_sample> out;
-  rng_stream rng(3, 0, 0);
-  uint64_t c = 0;
-  for (int i = 0; i < count; ++i) {
-    scored_sample s;
-    s.uid = static_cast<uint64_t>(i);
-    s.group_id = static_cast<uint64_t>(i / 8);
-    for (int t = 0; t < kPrompt; ++t)
-      s.prompt.push_back(4 + static_cast<int32_t>(rng.bits(c++) % 90));
-    for (int t = 0; t < kResponse; ++t) {
-      s.response.push_back(4 + static_cast<int32_t>(rng.bits(c++) % 90));
-      s.logprobs.push_back(-1.0f);
-      s.versions.push_back(0);
-    }
-    s.advantage = rng.uniform(c++) - 0.5;
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
 // (seconds per trained token, seconds per optimizer step + snapshot) on `threads` threads.
 std::pair<double, double> train_costs(const model_config& cfg, int threads, int reps) {
   at::set_num_threads(threads);
-  auto data = samples(128);
+  auto data = bench::random_samples(128, 8, kPrompt, kResponse);
   std::vector<const scored_sample*> all;
   for (auto& s : data)
     all.push_back(&s);

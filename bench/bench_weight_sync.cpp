@@ -2,15 +2,24 @@
 // publish through the real Synchronizer (spawn_synchronizer) to R detached fake rollouters that
 // answer pause/load/resume like the real one and load with load_snapshot(own model, snap,
 // alias=true), timed from before the trainer-side snapshot_weights copy until the sync_report
-// arrives. Beside it, interleaved: a memcpy of the same bytes into a fresh buffer, and the
-// cross-process path (pack_weights + unpack_weights, msgpack).
+// arrives. Beside it, interleaved: a memcpy of the same bytes into fresh pages (mmap'd for each
+// copy, so page faults are included, as they are for the snapshot's new buffer), a memcpy into
+// a buffer already touched (warm: the bandwidth ceiling), and the cross-process path
+// (pack_weights + unpack_weights, msgpack).
+// The fresh buffer is mmap'd, not malloc'd: glibc's dynamic mmap threshold grows after a large
+// free (up to 32 MB), so a malloc'd 13 MB buffer came back from the heap with its pages still
+// mapped, and the "fresh" memcpy ran at warm speed at that size only (ratio 0.18 there, 0.7-0.9
+// at 3, 51 and 202 MB).
 //   build/bench/bench_weight_sync [--sizes 128,256,512,1024] [--rollouters 2] [--reps 5]
 //                                 [--quick] [--out FILE]
 
 #include <ATen/Parallel.h>
 #include <caf/all.hpp>
 
+#include <sys/mman.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "actors/synchronizer.hpp"
@@ -140,17 +149,27 @@ int main(int argc, char** argv) {
       return bench::now_s() - t0;
     };
     publish();  // warm-up: first-touch of the rollouters' path
-    std::vector<double> sync_s, memcpy_s, pack_s, unpack_s;
+    std::vector<double> sync_s, memcpy_s, warm_s, pack_s, unpack_s;
     auto src = snapshot_weights(*trainer, 0);
+    const auto n = static_cast<size_t>(bytes);
+    std::vector<char> warm(n, 1);  // touched once: its pages stay mapped
     for (int r = 0; r < reps; ++r) {
       sync_s.push_back(publish());
       double t0 = bench::now_s();
-      void* dst = std::malloc(static_cast<size_t>(bytes));  // fresh: page faults included
-      std::memcpy(dst, src.blob->data.data(), static_cast<size_t>(bytes));
+      void* dst = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (dst == MAP_FAILED) {
+        std::cerr << "mmap failed\n";
+        return 1;
+      }
+      std::memcpy(dst, src.blob->data.data(), n);  // fresh pages: page faults included
       memcpy_s.push_back(bench::now_s() - t0);
       volatile float sink = static_cast<float*>(dst)[bytes / 8];
       (void)sink;
-      std::free(dst);
+      munmap(dst, n);
+      t0 = bench::now_s();
+      std::memcpy(warm.data(), src.blob->data.data(), n);
+      warm_s.push_back(bench::now_s() - t0);
+      sink = reinterpret_cast<float*>(warm.data())[bytes / 8];
       t0 = bench::now_s();
       auto packed = pack_weights(src);
       double t1 = bench::now_s();
@@ -170,6 +189,7 @@ int main(int argc, char** argv) {
     const double gb = static_cast<double>(bytes) / 1e9;
     const double s = bench::median(sync_s), m = bench::median(memcpy_s);
     const double pk = bench::median(pack_s), up = bench::median(unpack_s);
+    const double wm = bench::median(warm_s);
     min_ratio = std::min(min_ratio, m / s);
     rows.push_back({{"hidden_size", hidden},
                     {"params", mcfg.num_parameters()},
@@ -180,6 +200,9 @@ int main(int argc, char** argv) {
                     {"memcpy_ms", m * 1e3},
                     {"memcpy_GBps", gb / m},
                     {"ratio_to_memcpy", m / s},
+                    {"memcpy_warm_ms", wm * 1e3},
+                    {"memcpy_warm_GBps", gb / wm},
+                    {"ratio_to_warm_memcpy", wm / s},
                     {"msgpack_pack_ms", pk * 1e3},
                     {"msgpack_unpack_ms", up * 1e3},
                     {"msgpack_GBps", gb / (pk + up)},
@@ -200,7 +223,8 @@ int main(int argc, char** argv) {
       {"method",
        "sync = median wall time from before snapshot_weights (trainer copy) until the "
        "synchronizer's sync_report (pause -> load(alias) -> resume on every rollouter); "
-       "ratio_to_memcpy = memcpy_ms / sync_ms with memcpy into a fresh malloc'd buffer; "
+       "ratio_to_memcpy = memcpy_ms / sync_ms with memcpy into fresh mmap'd pages (the "
+       "snapshot also writes a new buffer); memcpy_warm = into pages already mapped; "
        "msgpack = pack_weights + unpack_weights of the same snapshot"},
       {"min_ratio_to_memcpy", min_ratio},
       {"sizes", rows}};

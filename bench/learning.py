@@ -49,6 +49,8 @@ import subprocess
 import sys
 import time
 
+from stats import median  # bench/stats.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ALL_MODES = ["sync", "sync_decoupled", "periodic", "stream_off_policy", "fully_async_stale",
@@ -237,14 +239,6 @@ def summarize_run(run, target):
                train_wall_s=train_wall_time(rows), steps=len(rows),
                run_wall_time_s=s.get("wall_time_s"))
     return out
-
-
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    if n == 0:
-        return None
-    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
 def _mean(v):

@@ -40,7 +40,7 @@ def e2e_section(e2e, val):
         md.append(f"\n### {w} workload\n")
         rows = []
         for m, x in wl["modes"].items():
-            rows.append([m, f(x["step_s"], 3), f(wl["speedup_vs_sync"].get(m, 1.0)),
+            rows.append([m, f(x["step_s"], 3), f(wl.get("speedup_vs_sync", {}).get(m, 1.0)),
                          f(wl["speedup_vs_sync_decoupled"].get(m, 1.0)), f(x["tpspd"], 0),
                          f(x["trainer_idle_ratio"]), f(x["rollouter_idle_ratio"]),
                          x["staleness_max"], f(x["partial_ratio"]), f(x["simulated_step_s"], 3),
@@ -48,15 +48,148 @@ def e2e_section(e2e, val):
         md.append(table(["mode", "s/step", "vs colocated sync", "vs decoupled sync",
                          "tokens/s/core", "trainer idle", "rollouter idle", "max staleness",
                          "partial ratio", "simulated s/step", "sim error"], rows))
-    md.append("\n### Targets\n")
-    md.append(table(["mode", "workload", "target", "measured", "met"],
-                    [[m, t["workload"], f"{t['target']}x", f"{t['measured']:.2f}x",
-                      "yes" if t["met"] else "**no**"] for m, t in e2e["targets"].items()]))
     md.append("\nPlots: `e2e_reward.png` (reward vs wall time, every mode), `e2e_step_time.png`.")
     if val:
         md.append(f"\nSimulator validation: {val['within_15_percent']} of {val['runs_total']} runs "
-                  f"within 15%, largest error {100 * val['max_abs_relative_error']:.0f}% "
-                  f"({val.get('note', '')}).")
+                  f"within 15%, largest error {100 * val['max_abs_relative_error']:.0f}%.")
+        if "method" in val:
+            md.append(f"Method: {val['method']} (`bench/e2e.py` docstring, `docs/benchmarks.md`).\n")
+            md.append(table(["workload", "mode", "measured s/step", "simulated s/step", "error",
+                             "k_gen", "k_train", "c_gen", "c_train"],
+                            [[x["workload"], x["mode"], f(x["measured_step_s"], 3),
+                              f(x["simulated_step_s"], 3), f"{100 * x['relative_error']:+.1f}%",
+                              f(x["k_gen"]), f(x["k_train"]), f(x["c_gen"]), f(x["c_train"])]
+                             for x in val["runs"]]))
+    return md
+
+
+def _yes(ok):
+    return "met" if ok else "**not met**"
+
+
+def target_rows(r):
+    """Issue 15's targets: [what, target, measured, bound / reference, met], each from results
+    of the same suite run; a figure that was not measured says so."""
+    rows = []
+    e2e = r.get("e2e") or {}
+    for key, t in (e2e.get("targets") or {}).items():
+        if "bound" not in t:
+            continue
+        need = f">= {t['target']}x"
+        if t.get("frac_of_bound"):
+            need += f" and >= {100 * t['frac_of_bound']:.0f}% of bound"
+        rows.append([f"{t['mode']} / {t['base']}, {t['workload']}", need,
+                     f"{t['measured']:.2f}x ({100 * t['share_of_bound']:.0f}% of bound)",
+                     f"bound {t['bound']:.2f}x = {t['bound_formula']}; T_gen {t['T_gen_s']:.3f} s, "
+                     f"T_train {t['T_train_s']:.3f} s, c_gen {t['c_gen']:.2f}, c_train {t['c_train']:.2f}",
+                     _yes(t["met"])])
+    if not rows:
+        rows.append(["step-time speed-ups", ">= 1.6x / >= 2.0x", "not measured", "e2e.json missing", "-"])
+    lr = r.get("learning")
+    tta = time_to_accuracy(lr) if lr else None
+    if tta:
+        rows.append(["time to target accuracy: fastest async mode vs colocated sync",
+                     ">= 1.8x at the same final accuracy",
+                     f"{tta['speedup']:.2f}x ({tta['mode']} {tta['fast_s']:.1f} s vs sync {tta['sync_s']:.1f} s)",
+                     f"target accuracy {lr['target']:.3f}; final accuracy {tta['fast_acc']:.3f} vs "
+                     f"{tta['sync_acc']:.3f} (same: within {ACC_TOL})", _yes(tta["met"])])
+    else:
+        rows.append(["time to target accuracy", ">= 1.8x", "not measured",
+                     "learning.json missing, or sync / an async mode never reached the target", "-"])
+    shares = {m: x.get("overhead_cpu_share") for w in e2e.get("workloads", {}).values()
+              for m, x in w["modes"].items() if x.get("overhead_cpu_share") is not None}
+    if shares:
+        worst = max(shares, key=shares.get)
+        rows.append(["actor messaging share of step time (CPU)", "< 1% in every mode",
+                     f"{100 * shares[worst]:.2f}% (worst: {worst})",
+                     "median over steps of metrics.jsonl overhead_cpu_share, e2e runs",
+                     _yes(shares[worst] < 0.01)])
+    else:
+        rows.append(["actor messaging share of step time (CPU)", "< 1%", "not measured",
+                     "no overhead_cpu_share in metrics.jsonl", "-"])
+    per = (e2e.get("workloads") or {}).get("balanced", {}).get("modes", {}).get("periodic", {})
+    if per.get("first_group_s") is not None:
+        rows.append(["periodic start-up (balanced): first group at the trainer / training after the last",
+                     "reduce", f"{per['first_group_s']:.3f} s / {per['tail_s']:.3f} s of {per['step_s']:.3f} s",
+                     "medians over steps of metrics.jsonl first_group_s and step_time_s - last_group_s",
+                     "measured"])
+    cb = e2e.get("contention_bench") or {}
+    if cb.get("modes"):
+        def fmt(m):
+            x = cb["modes"][m]
+            return f"{m}: gen {x['contention_gen']:.2f}, train {x['contention_train']:.2f}"
+        rows.append(["contention factor (together / alone), bench_contention",
+                     "measure before / after", "; ".join(fmt(m) for m in cb["modes"]),
+                     "none: threads unpinned (the default); roles: runtime.affinity=roles", "measured"])
+    ws = r.get("weight_sync")
+    if ws and ws.get("sizes"):
+        worst = min(ws["sizes"], key=lambda x: x["ratio_to_memcpy"])
+        rows.append(["in-process weight sync vs memcpy", ">= 0.50 at every size",
+                     f"{worst['ratio_to_memcpy']:.2f} (worst: {worst['bytes'] / 1e6:.0f} MB)",
+                     "bench_weight_sync: memcpy_ms / sync_ms", _yes(worst["ratio_to_memcpy"] >= 0.5)])
+    else:
+        rows.append(["in-process weight sync vs memcpy", ">= 0.50", "not measured", "weight_sync.json missing", "-"])
+    val = r.get("simulator_validation")
+    if val and val.get("runs"):
+        per = ", ".join(f"{x['workload'][0]}/{x['mode']} {100 * x['relative_error']:+.0f}%" for x in val["runs"])
+        rows.append(["simulator: predicted vs measured step time", "every run within 15%",
+                     f"{val['within_15_percent']} of {len(val['runs'])} within; worst "
+                     f"{100 * val['max_abs_relative_error']:.0f}%", per,
+                     _yes(val["within_15_percent"] == len(val["runs"]))])
+    else:
+        rows.append(["simulator: predicted vs measured step time", "within 15%", "not measured",
+                     "simulator_validation.json missing", "-"])
+    lt = (e2e.get("workloads") or {}).get("long_tail", {}).get("modes", {})
+    ratios = {m: x["processed_to_real_tokens"] for m, x in lt.items() if x.get("processed_to_real_tokens")}
+    if ratios:
+        worst = max(ratios, key=ratios.get)
+        rows.append(["trainer processed / real tokens, long tail", "<= 1.10 in every mode",
+                     f"{ratios[worst]:.3f} (worst: {worst})",
+                     "sum tokens_processed / sum tokens_real over the run", _yes(ratios[worst] <= 1.10)])
+    else:
+        rows.append(["trainer processed / real tokens, long tail", "<= 1.10", "not measured",
+                     "no tokens_real in metrics.jsonl", "-"])
+    return rows
+
+
+ACC_TOL = 0.03  # "the same final accuracy": the async mode's is at least sync's minus this
+SYNC_MODES = ("sync", "sync_decoupled")
+
+
+def time_to_accuracy(lr):
+    """Fastest async mode's median time to the target vs colocated sync's (learning.json)."""
+    modes = lr.get("modes") or {}
+
+    def ttt(m):
+        return m.get("time_to_target_median_s") or m.get("time_to_target_median_of_reached_s")
+    sync = modes.get("sync")
+    fast = [m for k, m in modes.items() if k not in SYNC_MODES and ttt(m)]
+    if not sync or not ttt(sync) or not fast:
+        return None
+    best = min(fast, key=ttt)
+    out = {"mode": best["mode"], "fast_s": ttt(best), "sync_s": ttt(sync),
+           "fast_acc": best["final_accuracy_mean"], "sync_acc": sync["final_accuracy_mean"]}
+    out["speedup"] = out["sync_s"] / out["fast_s"]
+    out["met"] = out["speedup"] >= 1.8 and out["fast_acc"] >= out["sync_acc"] - ACC_TOL
+    return out
+
+
+def targets_section(r):
+    md = ["## Targets (issue 15)",
+          "Every figure comes from this suite run. Bounds: T_gen, T_train are the medians over "
+          "steps (after the warm-up) of sync_decoupled's rollout busy time "
+          "(step_time_s x (1 - rollouter_idle_ratio)) and trainer busy time "
+          "(step_time_s x (1 - trainer_idle_ratio)) on the same workload; c_gen, c_train are the "
+          "overlapped run's contention factors, measured in that run (its busy time per unit of "
+          "simulated work over sync_decoupled's, divided by the share of that phase that "
+          "overlapped the other; `bench/e2e.py`). With c_gen = c_train = c the periodic bound is "
+          "(T_gen + T_train) / (c max(T_gen, T_train)).\n"]
+    md.append(table(["target", "required", "measured", "bound / how", "status"], target_rows(r)))
+    cb = (r.get("e2e") or {}).get("contention_bench")
+    if cb:
+        md.append(f"\n`bench_contention` (contention.json): "
+                  + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in cb.items() if isinstance(v, (int, float))) + ".")
     return md
 
 
@@ -65,11 +198,24 @@ def components_section(r):
     sp = r.get("shared_prompt")
     if sp:
         md.append("\n### Shared-prompt attention (forward + backward of one group)\n")
-        md.append(table(["Lp", "Lr", "K", "packed ms", "unpacked ms", "speed-up", "token ratio",
-                         "rho", "dense-mask ratio"],
-                        [[s["Lp"], s["Lr"], s["K"], f(s["packed_ms"]), f(s["unpacked_ms"]),
-                          f(s["speedup"]), f(s["token_ratio"]), f(s["rho"]),
+        md.append("packed = padding-free with per-block attention (the default); dense mask = "
+                  "`trainer.padding_free=false`; unpacked = one padded row per response.\n")
+        md.append(table(["Lp", "Lr", "K", "packed ms", "dense-mask ms", "unpacked ms",
+                         "speed-up", "dense-mask speed-up", "token ratio", "rho",
+                         "per-block work ratio", "dense-mask ratio"],
+                        [[s["Lp"], s["Lr"], s["K"], f(s["packed_ms"]),
+                          f(s.get("dense_mask_ms", float("nan"))), f(s["unpacked_ms"]),
+                          f(s["speedup"]), f(s.get("dense_mask_speedup", float("nan"))),
+                          f(s["token_ratio"]), f(s["rho"]),
+                          f(s.get("segment_attention_ratio", float("nan"))),
                           f(s["dense_attention_ratio"])] for s in sp["shapes"]]))
+        lt = sp.get("long_tail")
+        if lt:
+            md.append(f"\nLong tail ({lt['responses']} responses, {lt['lengths']}): padded to the "
+                      f"longest {f(lt['padded_ms'], 1)} ms, processed/real tokens "
+                      f"{f(lt['processed_over_real_padded'])}; padding-free "
+                      f"{f(lt['padding_free_ms'], 1)} ms, processed/real "
+                      f"{f(lt['processed_over_real_padding_free'])}: {f(lt['speedup'])}x.")
     px = r.get("prox")
     if px:
         md.append("\n### A-3PO proximal policy\n")
@@ -104,7 +250,7 @@ def components_section(r):
         big = ws["sizes"][-1]
         rows.append(["weight sync vs memcpy", ", ".join(
             f"{s['bytes'] / 1e6:.0f} MB: {f(s['ratio_to_memcpy'])}" for s in ws["sizes"]),
-            f"target >= 0.25; largest: {f(big['sync_GBps'])} GB/s vs memcpy "
+            f"target >= 0.50; largest: {f(big['sync_GBps'])} GB/s vs memcpy "
             f"{f(big['memcpy_GBps'])} GB/s; msgpack {f(big['msgpack_GBps'])} GB/s"])
     cb = r.get("continuous_batching")
     if cb:
@@ -144,8 +290,29 @@ def sim_section(sim, res):
                     [[x["devices"], x["workload"], x["recommended_rollout_devices"],
                       x["recommended_train_devices"], f(x["step_s"])]
                      for x in sim["split_recommendation"]]))
+    md.append("\n" + sim_recommendation(sim))
     md.append("\nPlot: `sim_scale.png`.")
     return md
+
+
+def sim_recommendation(sim):
+    """One sentence: the split and staleness the simulator recommends at 16-128 devices."""
+    runs = [x for x in sim["staleness_long_tail"]["runs"] if x["mode"] == "fully_async"]
+    best = min(runs, key=lambda x: x["step_s"]) if runs else None
+    splits = {}
+    for x in sim["split_recommendation"]:
+        if 16 <= x["devices"] <= 128:
+            splits.setdefault(x["workload"], []).append(
+                f"{x['recommended_rollout_devices']}:{x['recommended_train_devices']} at {x['devices']}")
+    parts = [f"{w}: rollout:train " + ", ".join(v) for w, v in splits.items()]
+    out = ("**Recommendation (simulated with the assumed costs above, not measured):** for 16-128 "
+           "devices, " + "; ".join(parts) + " devices")
+    if best:
+        out += (f"; staleness_threshold {best['staleness_threshold']} with partial rollout "
+                f"{'on' if best['partial_rollout'] else 'off'} (the fastest of the staleness study, "
+                f"{best['speedup_vs_colocated_sync']:.2f}x colocated sync at "
+                f"{sim['staleness_long_tail']['devices']} devices, long tail)")
+    return out + "."
 
 
 def plots(r, res):
@@ -213,7 +380,7 @@ def main():
     res = a.results
     names = ["e2e", "simulator_validation", "a3po_e2e", "shared_prompt", "prox", "generation",
              "train", "queue", "actor_overhead", "weight_sync", "continuous_batching",
-             "sim_scale", "calibration"]
+             "sim_scale", "calibration", "learning", "contention"]
     r = {n: load(res, n) for n in names}
     cal = r["calibration"]
     md = ["# asyncrl benchmark summary", ""]
@@ -223,6 +390,15 @@ def main():
     missing = [n for n in names if r[n] is None]
     if missing:
         md.append(f"\nNot run: {', '.join(missing)}.")
+    # `scripts/bench.sh --quick` skips some benchmarks: their files are from an earlier run.
+    e2e_path = os.path.join(res, "e2e.json")
+    if os.path.exists(e2e_path):
+        t0 = os.path.getmtime(e2e_path) - 3 * 3600  # a full suite takes about 2 hours
+        old = [n for n in names if r[n] is not None and os.path.getmtime(os.path.join(res, f"{n}.json")) < t0]
+        if old:
+            md.append(f"\nFrom an earlier suite run (older than e2e.json by over 3 hours): {', '.join(old)}.")
+    targets = targets_section(r)
+    md += [""] + targets
     if r["e2e"]:
         md += [""] + e2e_section(r["e2e"], r["simulator_validation"])
     md += [""] + components_section(r)
@@ -231,6 +407,8 @@ def main():
     with open(os.path.join(res, "summary.md"), "w") as f_:
         f_.write("\n".join(md) + "\n")
     plots(r, res)
+    # The target table on stdout too (scripts/bench.sh ends with it).
+    print("\n".join(targets))
     print(os.path.join(res, "summary.md"))
 
 

@@ -104,7 +104,12 @@ struct step_report {
   int64_t reward_failures = 0;
   double step_ms = 0;          // since the previous step ended
   double trainer_idle_ms = 0;  // of that, waiting for samples
-  double sync_time_ms = 0;     // the last completed weight sync
+  // When the step's first and last groups reached the trainer, ms after the step began: the
+  // start-up latency and (step_ms - last_group_ms) the training left after the last group.
+  // -1: no group arrived during the step (it trained groups held from before).
+  double first_group_ms = -1;
+  double last_group_ms = -1;
+  double sync_time_ms = 0;  // the last completed weight sync
   int64_t sync_bytes = 0;
   double params_checksum = 0;
   queue_stats queue;
@@ -230,8 +235,9 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.policy_version, x.update, x.reward_mean,
            x.accuracy, x.samples, x.stale_samples, x.partial_ratio, x.max_partial_span,
            x.groups_trained, x.filtered_groups, x.reward_failures, x.step_ms, x.trainer_idle_ms,
-           x.sync_time_ms, x.sync_bytes, x.params_checksum, x.queue, x.prox_version,
-           x.out_of_order_groups, x.eval_accuracy, x.eval_time_s, x.group_ids);
+           x.first_group_ms, x.last_group_ms, x.sync_time_ms, x.sync_bytes, x.params_checksum,
+           x.queue, x.prox_version, x.out_of_order_groups, x.eval_accuracy, x.eval_time_s,
+           x.group_ids);
 }
 
 template <class Inspector>

@@ -38,32 +38,56 @@ bench() {  # bench NAME [args...]: build/bench/bench_NAME writes bench/results/N
 }
 
 # The simulator's costs first: the end-to-end validation uses them (calibration.json).
-step "bench_calibrate"
-"$BUILD/bench/bench_calibrate" --out "$RES/calibration.json" >/dev/null
 if [ -n "$QUICK" ]; then
-  bench shared_prompt --reps 3
-  bench prox --reps 3
-  bench generation --reps 2
+  step "bench_calibrate --reps 2"
+  "$BUILD/bench/bench_calibrate" --reps 2 --out "$RES/calibration.json" >/dev/null
+else
+  step "bench_calibrate"
+  "$BUILD/bench/bench_calibrate" --out "$RES/calibration.json" >/dev/null
+fi
+# --quick (budget, 2 cores: about 8 of its 10 minutes): calibrate ~1 min, contention ~1 min,
+# weight_sync/queue/actor_overhead/sim_scale ~1 min, e2e ~4 min (10 runs x 10 steps),
+# learning ~1.5 min (3 modes x 20 steps), packing ~20 s. It skips the component benchmarks that no
+# target reads (prox, generation, train, continuous_batching): summary.md marks their results as
+# older than this run.
+if [ -n "$QUICK" ]; then
+  bench shared_prompt --reps 2 --shapes "256,16,8;64,64,8"
 else
   bench shared_prompt
   bench prox
   bench generation
   bench train
+  bench continuous_batching
 fi
 bench queue $QUICK
 bench actor_overhead $QUICK
 bench weight_sync $QUICK
-bench continuous_batching $QUICK
 bench sim_scale $QUICK
+# How much generation and training slow each other on shared cores (another helper's benchmark;
+# run when it was built).
+if [ -x "$BUILD/bench/bench_contention" ]; then
+  bench contention $QUICK
+fi
 
-step "e2e.py --model $MODEL $QUICK"
-/usr/bin/python3 bench/e2e.py --model "$MODEL" --out "$RES" $QUICK >/dev/null
+# Every mode end to end; each run is also simulated (simulator_validation.json).
+E2E_ARGS=()
+[ -n "$QUICK" ] && E2E_ARGS=(--quick --no-a3po)
+step "e2e.py --model $MODEL ${E2E_ARGS[*]}"
+/usr/bin/python3 bench/e2e.py --model "$MODEL" --bin "$BUILD/asyncrl" --out "$RES" "${E2E_ARGS[@]}" >/dev/null
 
 # Time to accuracy: every mode from one warm start, three RL seeds (about 40 minutes; --quick:
-# one seed, three modes, 20 steps).
-step "learning.py --warm $MODEL $QUICK"
-/usr/bin/python3 bench/learning.py --warm "$MODEL" --out "$RES" --runs-dir runs/learning $QUICK >/dev/null
+# one seed, colocated sync and the two fastest async modes, 20 steps, evaluated every 10).
+if [ -n "$QUICK" ]; then
+  step "learning.py --warm $MODEL --quick --modes sync,stream_off_policy,fully_async_partial"
+  /usr/bin/python3 bench/learning.py --bin "$BUILD/asyncrl" --warm "$MODEL" --out "$RES" \
+    --runs-dir runs/learning-quick --quick --modes sync,stream_off_policy,fully_async_partial >/dev/null
+else
+  step "learning.py --warm $MODEL"
+  /usr/bin/python3 bench/learning.py --bin "$BUILD/asyncrl" --warm "$MODEL" --out "$RES" \
+    --runs-dir runs/learning >/dev/null
+fi
 
+# summary.md, and the target table on stdout.
 step "summarize"
 /usr/bin/python3 bench/summarize.py --results "$RES"
 step "done: $RES/summary.md"

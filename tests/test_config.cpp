@@ -368,6 +368,7 @@ TEST(ConfigParams, PolicyTrainerDefaultsAreTheConfigDefaults) {
   EXPECT_EQ(p.imp_weight_cap, d.imp_weight_cap);
   EXPECT_EQ(p.loss_agg, d.loss_agg);
   EXPECT_EQ(p.shared_prompt_attention, d.shared_prompt_attention);
+  EXPECT_EQ(p.padding_free, d.padding_free);
   EXPECT_EQ(p.deterministic_accumulation, d.deterministic_accumulation);
   EXPECT_EQ(p.precision, d.precision);
   EXPECT_EQ(p.compute_ref, d.compute_ref);

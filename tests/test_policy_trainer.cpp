@@ -198,57 +198,86 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-TEST(SharedPrompt, PackedLogprobsAndGradientsEqualUnpacked) {
+// Every layout against one right-padded row per response (the plain reference): padding-free
+// rows with per-block attention, with and without shared prompts, and the dense-mask shared
+// prompt. Catches a wrong position restart, a token that sees another sequence, a misrouted
+// gather/scatter of the per-block attention, and a shifted prediction index (src).
+TEST(Packing, EveryLayoutGivesTheLogprobsAndGradientsOfUnpackedRows) {
   auto samples = make_samples(3, 5, 21);
   auto p = ptrs(samples);
   auto model = fresh_policy();
-  auto grads_of = [&](bool packed, at::Tensor* logp_out, packed_batch* batch_out) {
+  auto grads_of = [&](bool shared, bool padding_free, at::Tensor* logp_out,
+                      packed_batch* batch_out) {
     model->zero_grad();
-    auto b = pack_samples(p, packed, torch::kCPU);
-    auto h = model->hidden(b.ids, b.pos, b.mask);
+    auto b = pack_samples(p, shared, torch::kCPU, padding_free);
+    auto h = b.segments.empty() ? model->hidden(b.ids, b.pos, b.mask)
+                                : model->hidden(b.ids, b.pos, b.segments);
     auto logits = model->lm_logits(h.reshape({-1, h.size(-1)}).index_select(0, b.src));
     auto logp = at::log_softmax(logits, -1).gather(1, b.targets.unsqueeze(1)).squeeze(1);
     // A fixed weighting of the tokens (a token mean), so every log-prob's gradient matters.
     auto w = at::linspace(-1, 1, logp.size(0)) / logp.size(0);
     (logp * w).sum().backward();
-    *logp_out = logp.detach();
+    // Pack order -> sample order, so layouts that order tokens differently compare.
+    *logp_out = to_rows(logp.detach(), b).masked_select(response_mask(b));
     *batch_out = b;
     std::vector<at::Tensor> g;
     for (auto& q : model->parameters())
       g.push_back(q.grad().clone());
     return g;
   };
-  at::Tensor lp_packed, lp_plain;
-  packed_batch bp, bu;
-  auto gp = grads_of(true, &lp_packed, &bp);
-  auto gu = grads_of(false, &lp_plain, &bu);
-  EXPECT_TRUE(at::allclose(lp_packed, lp_plain, 0, 1e-5));
-  EXPECT_LE(max_abs_diff(gp, gu), 1e-5);
-  // Tokens actually processed: Lp + K Lr per prompt instead of K (Lp + Lr).
-  int64_t packed = 0, plain = 0;
+  at::Tensor lp_plain;
+  packed_batch bu;
+  auto gu = grads_of(false, false, &lp_plain, &bu);
+  // Token counts by hand: K (Lp + Lr) per prompt unpacked, Lp + K Lr shared.
+  int64_t shared_real = 0, plain_real = 0, longest = 0, longest_group = 0;
   for (int g = 0; g < 3; ++g) {
-    packed += static_cast<int64_t>(samples[g * 5].prompt.size());
+    const auto Lp = static_cast<int64_t>(samples[g * 5].prompt.size());
+    int64_t group = Lp;
     for (int k = 0; k < 5; ++k) {
-      packed += static_cast<int64_t>(samples[g * 5 + k].response.size());
-      plain += static_cast<int64_t>(samples[g * 5 + k].prompt.size() +
-                                    samples[g * 5 + k].response.size());
+      const auto Lr = static_cast<int64_t>(samples[g * 5 + k].response.size());
+      group += Lr;
+      plain_real += Lp + Lr;
+      longest = std::max(longest, Lp + Lr);
     }
+    shared_real += group;
+    longest_group = std::max(longest_group, group);
   }
-  EXPECT_EQ(bp.tokens_processed, packed);
-  EXPECT_EQ(bu.tokens_processed, plain);
-  EXPECT_EQ(bp.ids.size(0), 3);
-  EXPECT_EQ(bu.ids.size(0), 15);
+  EXPECT_EQ(bu.tokens_real, plain_real);
+  EXPECT_EQ(bu.tokens_processed, 15 * longest);
+  struct layout {
+    bool shared, padding_free;
+    int64_t rows, real, processed;
+  };
+  for (auto l : {layout{false, true, 1, plain_real, plain_real},
+                 layout{true, true, 1, shared_real, shared_real},
+                 layout{true, false, 3, shared_real, 3 * longest_group}}) {
+    SCOPED_TRACE(testing::Message() << "shared " << l.shared << " padding_free " << l.padding_free);
+    at::Tensor lp;
+    packed_batch b;
+    auto g = grads_of(l.shared, l.padding_free, &lp, &b);
+    EXPECT_TRUE(at::allclose(lp, lp_plain, 0, 1e-5)) << (lp - lp_plain).abs().max();
+    EXPECT_LE(max_abs_diff(g, gu), 1e-5);
+    EXPECT_EQ(b.ids.size(0), l.rows);
+    EXPECT_EQ(b.tokens_real, l.real);
+    EXPECT_EQ(b.tokens_processed, l.processed);
+  }
 }
 
-TEST(SharedPrompt, TrainerUpdateMatchesUnpacked) {
+TEST(Packing, TrainerUpdateMatchesUnpackedRowsForEveryLayout) {
   auto samples = make_samples(4, 4, 5);
   auto st = settings(loss_kind::grpo);
   std::vector<size_t> order(samples.size());
   std::iota(order.begin(), order.end(), 0);
+  st.padding_free = false;
   auto plain = one_update(st, samples, order, 8);
-  st.shared_prompt_attention = true;
-  auto packed = one_update(st, samples, order, 8);
-  EXPECT_LE(max_abs_diff(plain, packed), 1e-6);
+  for (bool shared : {false, true})
+    for (bool padding_free : {false, true}) {
+      if (!shared && !padding_free) continue;
+      st.shared_prompt_attention = shared;
+      st.padding_free = padding_free;
+      auto packed = one_update(st, samples, order, 8);
+      EXPECT_LE(max_abs_diff(plain, packed), 1e-6) << shared << padding_free;
+    }
 }
 
 TEST(TriModel, RolloutAndTrainerLogprobsAgreeForTheSameWeights) {

@@ -125,7 +125,8 @@ TEST(Simulator, TrainerPaysForPaddingToTheLongestResponseInAMicroBatch) {
                              "workload.lengths=lognormal", "workload.median=8",
                              "workload.sigma=1",           "workload.max=64",
                              "rollout.max_new_tokens=64",  "simulate.train_per_token_ms=1",
-                             "simulate.train_step_ms=0",   "trainer.micro_batch_size=4"};
+                             "simulate.train_step_ms=0",   "trainer.micro_batch_size=4",
+                             "trainer.padding_free=false"};
   workload_section w;
   w.lengths = workload_lengths::lognormal;
   w.median = 8;
@@ -146,4 +147,59 @@ TEST(Simulator, TrainerPaysForPaddingToTheLongestResponseInAMicroBatch) {
   auto aligned = simulate(small(o));
   EXPECT_NEAR(busy(aligned), 2 * g0 + 2 * g1, 1e-9);
   ASSERT_NE(g0, g1);  // so that the two expectations differ
+  // Padding-free (the trainer's default): every real token once, however the batches fall.
+  o.push_back("trainer.padding_free=true");
+  auto packed = simulate(small(o));
+  EXPECT_NEAR(busy(packed), double(len[0][0] + len[0][1] + len[1][0] + len[1][1]), 1e-9);
+}
+
+TEST(Simulator, ReplayedLengthsAreSampledExactlyInOrder) {
+  // Decoupled sync, 2 groups x 2 responses, lengths replayed from {3, 7}: response k of group g
+  // gets lengths[(2g + k) % 2], so each group is {3, 7}.
+  //   prefill 2 x 10 x 0.1 = 2; 3 decode steps with 4 active x (1 + 0.5 x 4) = 9 -> 11;
+  //   4 more with 2 active x (1 + 0.5 x 2) = 8 -> 19; scored at 19.25;
+  //   training 20 tokens x 0.01 + 3 = 3.2 (no micro-batch padding) -> step 1 ends at 22.45.
+  auto p = small({"async_training.mode=sync", "async_training.colocate=false"});
+  p.replay_lengths = {3, 7};
+  p.micro_batch = 0;
+  auto r = simulate(p);
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].tokens, 20);
+  EXPECT_EQ(r.steps[0].samples, 4);
+  EXPECT_NEAR(r.steps[0].end_ms, 22.45, 1e-9);
+  // Replay overrides the workload's own lengths.
+  p.workload.lengths = workload_lengths::lognormal;
+  EXPECT_NEAR(simulate(p).steps[0].end_ms, 22.45, 1e-9);
+}
+
+TEST(Simulator, ContentionNeverAppliesWhenPhasesDoNotOverlap) {
+  // Decoupled sync alternates generation and training: the hand-computed timeline of
+  // HandComputedTimeline is unchanged by any contention factor.
+  auto p = small({"async_training.mode=sync", "async_training.colocate=false"});
+  p.costs.gen_contention = 3;
+  p.costs.train_contention = 2;
+  auto r = simulate(p);
+  EXPECT_NEAR(r.steps[0].end_ms, 20.45, 1e-9);
+  EXPECT_NEAR(r.steps[1].end_ms, 42.9, 1e-9);
+  EXPECT_EQ(r.trainer_overlap_ms, 0);
+  EXPECT_EQ(r.rollout_overlap_ms, 0);
+  EXPECT_NEAR(r.trainer_busy_ms, 2 * 3.2, 1e-9);
+  EXPECT_NEAR(r.rollout_busy_ms, 2 * 17, 1e-9);
+}
+
+TEST(Simulator, ContentionStretchesOverlappedTrainingByExactlyC) {
+  // Fully async with a staleness budget that never stops generation and instant syncs: one
+  // group in flight (2 slots) takes 11 ms, its training 0.5 ms (+3 at the step's end), so the
+  // rollout device is mid-decode whenever a training chunk starts. Every chunk is overlapped
+  // and costs exactly c times its uncontended cost.
+  auto p = small({"async_training.mode=fully_async", "async_training.staleness_threshold=8",
+                  "async_training.max_staleness=100", "trainer.total_steps=6",
+                  "rollout.max_batch=2", "simulate.train_per_token_ms=0.05", "simulate.sync_ms=0"});
+  auto base = simulate(p);
+  ASSERT_GT(base.trainer_busy_ms, 0);
+  EXPECT_NEAR(base.trainer_overlap_ms, base.trainer_busy_ms, 1e-9);
+  p.costs.train_contention = 2.5;
+  auto slow = simulate(p);
+  EXPECT_NEAR(slow.trainer_busy_ms, 2.5 * base.trainer_busy_ms, 1e-9);
+  EXPECT_NEAR(slow.trainer_overlap_ms, slow.trainer_busy_ms, 1e-9);
 }

@@ -24,10 +24,16 @@ namespace {
 
 // The run's config comes from the controller; a worker may only set what concerns this
 // machine. Anything else would silently make its rollouts differ from the run's.
-const char* const kLocalKeys[] = {
-    "cluster.tls.certificate",    "cluster.tls.key", "cluster.tls.ca",
-    "cluster.request_timeout_ms", "runtime.device",  "runtime.log_level",
-    "runtime.caf_threads",        "rollout.threads", "model.path"};
+const char* const kLocalKeys[] = {"cluster.tls.certificate",
+                                  "cluster.tls.key",
+                                  "cluster.tls.ca",
+                                  "cluster.request_timeout_ms",
+                                  "runtime.device",
+                                  "runtime.log_level",
+                                  "runtime.caf_threads",
+                                  "rollout.threads",
+                                  "model.path",
+                                  "runtime.affinity"};
 
 void check_local(const std::vector<std::string>& overrides) {
   for (auto& o : overrides) {
@@ -80,6 +86,8 @@ int run_worker_command(const worker_options& opt) {
   register_message_types(sys_cfg);
   sys_cfg.set("scheduler.max-threads",
               static_cast<size_t>(std::max<int64_t>(1, local->cfg.runtime.caf_threads)));
+  // As in train: idle scheduler threads block instead of polling (train_command.cpp).
+  sys_cfg.set("scheduler.policy", caf::atom("sharing"));
   configure_network(sys_cfg, cluster);
   caf::actor_system sys{sys_cfg};
   auto ctrl = connect_controller(sys, where.first, where.second, cluster);
@@ -91,7 +99,8 @@ int run_worker_command(const worker_options& opt) {
   na.host = hostname();
   na.pid = static_cast<int32_t>(getpid());
   na.timeout = std::chrono::milliseconds(cluster.request_timeout_ms);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The CPUs this process may use (taskset, cgroups), not every CPU of the machine.
+  const int cores = std::max(1, static_cast<int>(allowed_cpus().size()));
   na.make_env = [overrides, n = opt.rollouters, cores](const std::string& yaml) {
     auto run = load_config_text(yaml, "the controller's config", overrides);
     auto cfg = run->cfg;
@@ -100,7 +109,9 @@ int run_worker_command(const worker_options& opt) {
     if (cfg.rollout.threads == 0) cfg.rollout.threads = std::max(1, cores / n);
     // The architecture and tokenizer; the weights arrive from the controller.
     auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, torch::Device(torch::kCPU));
-    return make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true);
+    // No trainer here: with runtime.affinity=roles the rollouters split every allowed CPU.
+    return make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true,
+                    /*has_trainer=*/false);
   };
   auto agent = spawn_node_agent(sys, std::move(na));
   // SIGINT/SIGTERM: leave the run; the controller regenerates what our rollouters held.

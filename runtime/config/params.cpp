@@ -28,6 +28,7 @@ policy_trainer_params policy_trainer_params_from(const run_config& cfg) {
   p.imp_weight_cap = al.imp_weight_cap;
   p.loss_agg = al.loss_agg;
   p.shared_prompt_attention = tr.shared_prompt_attention;
+  p.padding_free = tr.padding_free;
   p.deterministic_accumulation = tr.deterministic_accumulation;
   p.precision = tr.precision;
   p.compute_ref = tr.compute_ref;
@@ -50,7 +51,8 @@ sim_params sim_params_from(const run_config& cfg) {
   p.workload = cfg.workload;
   p.slots = cfg.rollout.max_batch;
   p.chunk_tokens = cfg.rollout.chunk_tokens;
-  p.micro_batch = cfg.trainer.micro_batch_size;
+  // Padding-free training computes real tokens only: the simulator then charges no padding.
+  p.micro_batch = cfg.trainer.padding_free ? 0 : cfg.trainer.micro_batch_size;
   p.group_aligned = cfg.trainer.group_aligned_micro_batches;
   p.seed = static_cast<uint64_t>(cfg.runtime.seed);
   const auto& s = cfg.simulate;

@@ -268,6 +268,9 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
         "prompts (groups) per optimizer step; 0 = data.train_batch_size", non_negative_int());
   s.add("trainer.shared_prompt_attention", &tr.shared_prompt_attention,
         "pack each prompt with its responses into one sequence");
+  s.add("trainer.padding_free", &tr.padding_free,
+        "put a micro-batch's sequences into one row with attention per sequence, so no token is "
+        "padding; false = one row per sequence, padded to the longest");
   s.add("trainer.deterministic_accumulation", &tr.deterministic_accumulation,
         "accumulate gradients in float64 so that arrival order does not change the result");
   s.add_enum("trainer.precision", &tr.precision,
@@ -305,6 +308,11 @@ void bind_runtime(config_schema& s, runtime_section& runtime) {
         "CAF scheduler threads of the cooperative actors (controller, queue, reward, "
         "synchronizer; the compute roles have their own); 0 = one",
         non_negative_int());
+  s.add_enum("runtime.affinity", &runtime.affinity,
+             "roles: pin the trainer and each local rollouter to their own CPUs of the process's "
+             "allowed set (as many CPUs as each has torch threads; not when colocated (sync mode "
+             "with async_training.colocate), whose roles take turns on every core); none: the "
+             "kernel places every thread");
   s.add("runtime.eval_before", &runtime.eval_before, "train: evaluate the starting model");
   s.add("runtime.eval_after", &runtime.eval_after, "train: evaluate the final model");
   s.add("runtime.progress_timeout_s", &runtime.progress_timeout_s,

@@ -83,6 +83,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inp
   auto v = v_proj(x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rope(q, in.cos, in.sin);
   k = apply_rope(k, in.cos, in.sin);
+  if (in.segments != nullptr) return o_proj(segment_attention(q, k, v, *in.segments));
 
   torch::Tensor keys, values, mask;
   if (in.cache != nullptr) {
@@ -221,6 +222,15 @@ torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor
                                    const torch::Tensor& mask) {
   check_ids(ids, pos, cfg_);
   auto in = full_inputs(mask);
+  return model(ids, pos, in);
+}
+
+torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor& pos,
+                                   const segment_plan& segments) {
+  check_ids(ids, pos, cfg_);
+  TORCH_CHECK(ids.size(0) == 1, "a padding-free forward takes one row, got ", ids.sizes());
+  attention_inputs in;
+  in.segments = &segments;
   return model(ids, pos, in);
 }
 

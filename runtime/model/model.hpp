@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/model/model_config.hpp"
+#include "runtime/model/segment_attention.hpp"
 
 namespace asyncrl {
 
@@ -56,6 +57,7 @@ struct attention_inputs {
   int64_t layer = 0;
   std::vector<torch::Tensor>* k_out = nullptr;  // prefill: collect (B, kv_heads, T, head_dim)
   std::vector<torch::Tensor>* v_out = nullptr;
+  const segment_plan* segments = nullptr;  // one padding-free row (B = 1): per-block attention
 };
 
 /// Grouped-query self-attention with Qwen2's optional q/k/v biases.
@@ -118,6 +120,10 @@ class CausalLMImpl : public torch::nn::Module {
   /// positions they need.
   torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& pos,
                        const torch::Tensor& mask = {});
+  /// Hidden states (1, T, hidden) of a padding-free row: ids, pos (1, T) hold many sequences
+  /// back to back, and `segments` says which keys each token sees.
+  torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& pos,
+                       const segment_plan& segments);
   /// (..., hidden) -> (..., V).
   torch::Tensor lm_logits(const torch::Tensor& h);
 

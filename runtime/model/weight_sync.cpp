@@ -1,8 +1,13 @@
 #include "runtime/model/weight_sync.hpp"
 
 #include <ATen/Parallel.h>
+#include <pthread.h>
 
+#include <cstring>
+#include <mutex>
 #include <stdexcept>
+
+#include "runtime/common/cpu_time.hpp"
 
 #include "runtime/model/model.hpp"
 
@@ -20,8 +25,16 @@ weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version) {
   for (auto& [name, p] : params) {
     blob->names.push_back(name);
     blob->shapes.emplace_back(p.sizes().begin(), p.sizes().end());
-    auto dst = at::from_blob(blob->data.data() + off, p.sizes(), at::kFloat);
-    dst.copy_(p.detach());  // converts device and dtype as needed
+    if (p.device().is_cpu() && p.scalar_type() == at::kFloat && p.is_contiguous()) {
+      // One memcpy on this thread: the buffer's pages are new, and copy_'s OpenMP team would
+      // fault them in from several threads at once (contending on the page tables) and wait
+      // for its slowest thread, which on a busy machine is one another process preempted.
+      std::memcpy(blob->data.data() + off, p.data_ptr<float>(),
+                  static_cast<size_t>(p.numel()) * sizeof(float));
+    } else {
+      auto dst = at::from_blob(blob->data.data() + off, p.sizes(), at::kFloat);
+      dst.copy_(p.detach());  // converts device and dtype as needed
+    }
     off += p.numel();
   }
   return {version, std::move(blob)};
@@ -58,7 +71,29 @@ void load_snapshot(CausalLMImpl& model, const weight_snapshot& w, bool alias) {
 }
 
 void set_torch_threads(int n) {
-  if (n > 0) at::set_num_threads(n);
+  if (n <= 0) return;
+  // torch's per-thread lazy init (on a thread's first parallel region) sets the thread's OpenMP
+  // count from a process-wide value, the last one any thread set: a role whose first parallel
+  // op came after another role's set_num_threads took that role's count. Run it first, so the
+  // count below stays this thread's.
+  at::internal::lazy_init_num_threads();
+  at::set_num_threads(n);
+  if (n == 1) {
+    set_compute_team({});
+    return;
+  }
+  // The OpenMP team this thread leads: one index per thread, so each of the n threads runs the
+  // body once and names its CPU clock. libgomp keeps the team's threads for this thread's later
+  // parallel regions, so compute regions can read their clocks (cpu_time.hpp).
+  std::vector<clockid_t> clocks;
+  std::mutex m;
+  at::parallel_for(0, n, 1, [&](int64_t, int64_t) {
+    clockid_t c;
+    if (pthread_getcpuclockid(pthread_self(), &c) != 0) return;
+    std::lock_guard<std::mutex> lock(m);
+    clocks.push_back(c);
+  });
+  set_compute_team(std::move(clocks));
 }
 
 }  // namespace asyncrl

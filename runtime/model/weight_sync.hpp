@@ -19,7 +19,9 @@ weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version);
 /// copied to the model's device and dtype (trainers). Throws std::runtime_error on a mismatch.
 void load_snapshot(CausalLMImpl& model, const weight_snapshot& w, bool alias);
 
-/// Sets torch's intra-op threads for the calling thread; n <= 0 leaves them.
+/// Sets torch's intra-op threads for the calling thread (for good: a later lazy init does not
+/// override it) and records the OpenMP team's CPU clocks for compute regions
+/// (runtime/common/cpu_time.hpp); n <= 0 leaves them.
 void set_torch_threads(int n);
 
 }  // namespace asyncrl

@@ -18,6 +18,12 @@ struct sim_costs {
   double sync_ms = 1.0;                // loading new weights on the rollouters
   double reward_ms = 0.1;              // scoring a group
   double train_scaling = 0.0;          // speed-up of training on all train devices; 0 = ideal
+  // Core contention: how much slower a decode step (a training chunk) runs while training
+  // (generation) runs at the same time on other cores of the same machine. 1 = none. Applied
+  // to a decode event or a training chunk that starts while the other phase is busy; never in
+  // colocated sync, whose phases do not overlap.
+  double gen_contention = 1.0;
+  double train_contention = 1.0;
 
   /// The costs by the names of their config keys (simulate.<name>) and calibration keys.
   static constexpr auto fields() {
@@ -28,7 +34,9 @@ struct sim_costs {
                            named("train_per_token_ms", &s::train_per_token_ms),
                            named("train_step_ms", &s::train_step_ms), named("sync_ms", &s::sync_ms),
                            named("reward_ms", &s::reward_ms),
-                           named("train_scaling", &s::train_scaling));
+                           named("train_scaling", &s::train_scaling),
+                           named("gen_contention", &s::gen_contention),
+                           named("train_contention", &s::train_contention));
   }
 };
 

@@ -78,6 +78,9 @@ class event_simulation {
   void push(double t, sim_event_kind type, int64_t a) { events_.push(t, type, a); }
 
   int32_t length_of(uint64_t group, uint32_t k) const {
+    const auto& replay = p_.replay_lengths;
+    if (!replay.empty())
+      return replay[(group * static_cast<uint64_t>(p_.plan.group_size) + k) % replay.size()];
     if (p_.workload.lengths == workload_lengths::model)
       return static_cast<int32_t>(p_.workload.median);
     return workload_length(p_.workload, p_.seed, group, k);
@@ -146,11 +149,16 @@ class event_simulation {
           k, static_cast<int32_t>(p_.chunk_tokens - d.steps_in_chunk % p_.chunk_tokens));
     k = std::max(k, 1);
     d.pending_k = k;
-    const double cost = double(k) * (p_.costs.decode_base_ms +
-                                     p_.costs.decode_per_seq_ms * double(d.active.size())) +
-                        d.pending_prefill_ms;
+    double cost = double(k) * (p_.costs.decode_base_ms +
+                               p_.costs.decode_per_seq_ms * double(d.active.size())) +
+                  d.pending_prefill_ms;
+    // Training on other cores slows this event down (decided when it starts).
+    const bool overlapped = trainer_busy_ && !p_.colocated;
+    if (overlapped) cost *= p_.costs.gen_contention;
     d.pending_prefill_ms = 0;
     d.busy_ms += cost;
+    if (overlapped) rollout_overlap_ms_ += cost;
+    ++stepping_count_;
     d.stepping = true;
     push(now_ + cost, sim_event_kind::device_step, static_cast<int64_t>(i));
   }
@@ -158,6 +166,7 @@ class event_simulation {
   void on_device_step(size_t i) {
     auto& d = devices_[i];
     d.stepping = false;
+    --stepping_count_;
     d.steps_in_chunk += d.pending_k;
     std::vector<seq> still;
     for (auto& s : d.active) {
@@ -289,6 +298,11 @@ class event_simulation {
         p_.costs.train_scaling > 0 ? p_.costs.train_scaling : double(p_.train_devices);
     double cost = tokens * p_.costs.train_per_token_ms / speed;
     if (++in_step_ == plan.groups_per_step) cost += p_.costs.train_step_ms;
+    // Generation on other cores slows this chunk down (decided when it starts).
+    const bool overlapped = stepping_count_ > 0 && !p_.colocated;
+    if (overlapped) cost *= p_.costs.train_contention;
+    trainer_busy_ms_ += cost;
+    if (overlapped) trainer_overlap_ms_ += cost;
     trainer_busy_ = true;
     push(now_ + cost, sim_event_kind::train_done, 0);
   }
@@ -383,6 +397,10 @@ class event_simulation {
     r.groups_dropped = dropped_;
     r.syncs = syncs_;
     r.interruptions = interruptions_;
+    r.trainer_busy_ms = trainer_busy_ms_;
+    r.trainer_overlap_ms = trainer_overlap_ms_;
+    r.rollout_busy_ms = busy;
+    r.rollout_overlap_ms = rollout_overlap_ms_;
     return r;
   }
 
@@ -397,6 +415,8 @@ class event_simulation {
   std::deque<uint64_t> queue_, buffer_;
   sim_micro_batch micro_;  // the trainer's open micro-batch
   bool trainer_busy_ = false;
+  int64_t stepping_count_ = 0;  // rollout devices with a decode event in flight
+  double trainer_busy_ms_ = 0, trainer_overlap_ms_ = 0, rollout_overlap_ms_ = 0;
   int64_t version_ = 0;
   int64_t step_ = 0, in_step_ = 0, in_sync_ = 0;
   double idle_since_ = 0, step_idle_ = 0, last_step_end_ = 0;

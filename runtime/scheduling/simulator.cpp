@@ -36,6 +36,11 @@ void load_calibration(const std::string& path, sim_params& p) {
   if (c.train_scaling == 0 && j.contains("train_scaling") && j["train_scaling"].contains(key))
     c.train_scaling = j["train_scaling"][key].get<double>();
   if (j.contains("prompt_tokens")) p.prompt_tokens = j["prompt_tokens"].get<int64_t>();
+  if (j.contains("response_lengths")) {
+    p.replay_lengths = j["response_lengths"].get<std::vector<int32_t>>();
+    for (auto len : p.replay_lengths)
+      if (len <= 0) throw std::runtime_error(path + ": response_lengths: expected lengths > 0");
+  }
 }
 
 }  // namespace asyncrl

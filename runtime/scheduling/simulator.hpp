@@ -34,6 +34,10 @@ struct sim_params {
   uint64_t seed = 1;
   int64_t warmup_steps = 2;          // excluded from the mean step time
   int32_t max_steps_per_event = 16;  // decode steps a device may advance in one event
+  // Response lengths replayed in order instead of drawn: response k of group g gets
+  // replay_lengths[(g * group_size + k) % size]. Empty: lengths come from `workload`. Set from
+  // the calibration key "response_lengths" (e.g. the lengths a real run generated).
+  std::vector<int32_t> replay_lengths;
   sim_costs costs;
 };
 
@@ -58,12 +62,17 @@ struct sim_result {
   double rollout_idle_ratio = 0;
   double tokens_per_s = 0;  // trained, after warm-up
   int64_t groups_generated = 0, groups_dropped = 0, syncs = 0, interruptions = 0;
+  // Busy time of the trainer and of all rollout devices together, and the part of each that
+  // started while the other phase was busy (and so ran at the contended cost), whole run.
+  double trainer_busy_ms = 0, trainer_overlap_ms = 0;
+  double rollout_busy_ms = 0, rollout_overlap_ms = 0;
 };
 
 /// Runs the model to plan.total_steps optimizer steps.
 sim_result simulate(const sim_params& p);
 
-/// Replaces the costs (and the prompt length) with those measured by bench/bench_calibrate in
+/// Replaces the costs (and the prompt length, and the replayed response lengths when the file
+/// has "response_lengths") with those measured by bench/bench_calibrate or bench/e2e.py in
 /// the JSON file `path`. Its training speed-up for p.train_devices applies only when
 /// p.costs.train_scaling is 0 (not set by hand). Throws std::runtime_error naming the file.
 void load_calibration(const std::string& path, sim_params& p);

@@ -32,7 +32,7 @@ at::Tensor long_tensor(const std::vector<int64_t>& v, at::Device d) {
 }  // namespace
 
 packed_batch pack_samples(const std::vector<const scored_sample*>& samples, bool shared_prompt,
-                          at::Device device) {
+                          at::Device device, bool padding_free) {
   if (samples.empty()) throw std::invalid_argument("pack_samples: empty micro-batch");
   for (auto* s : samples) {
     if (s->prompt.empty()) throw std::invalid_argument("pack_samples: a sample has no prompt");
@@ -62,66 +62,84 @@ packed_batch pack_samples(const std::vector<const scored_sample*>& samples, bool
       packs.push_back({static_cast<int64_t>(m)});
   }
 
-  const auto B = static_cast<int64_t>(packs.size());
-  int64_t T = 0, real = 0;
+  // Sequence b: the prompt of packs[b][0], then the responses of packs[b].
+  std::vector<int64_t> seq_len;
+  int64_t longest = 0, real = 0;
   for (auto& p : packs) {
     int64_t len = static_cast<int64_t>(samples[p[0]]->prompt.size());
     for (auto m : p)
       len += static_cast<int64_t>(samples[m]->response.size());
-    T = std::max(T, len);
+    seq_len.push_back(len);
+    longest = std::max(longest, len);
     real += len;
   }
+  // Padding-free: one row of all sequences; padded: a row of `longest` per sequence.
+  const auto n_seq = static_cast<int64_t>(packs.size());
+  const int64_t B = padding_free ? 1 : n_seq, T = padding_free ? real : longest;
+  const bool dense_mask = shared_prompt && !padding_free;
   std::vector<int64_t> ids(B * T, 0), pos(B * T, 0);
-  std::vector<uint8_t> mask(shared_prompt ? B * T * T : 0, 0);
+  std::vector<uint8_t> mask(dense_mask ? B * T * T : 0, 0);
+  std::vector<attention_block> blocks;
   builder bld;
-  for (int64_t b = 0; b < B; ++b) {
+  int64_t start = 0;  // flat index of sequence b's first token
+  for (int64_t b = 0; b < n_seq; ++b) {
+    const int64_t row = padding_free ? 0 : b;
+    if (!padding_free) start = b * T;
     const auto& prompt = samples[packs[b][0]]->prompt;
     const auto Lp = static_cast<int64_t>(prompt.size());
-    auto at = [&](int64_t t, int64_t u) -> uint8_t& { return mask[(b * T + t) * T + u]; };
+    auto at = [&](int64_t t, int64_t u) -> uint8_t& { return mask[(row * T + t) * T + u]; };
     for (int64_t t = 0; t < Lp; ++t) {
-      ids[b * T + t] = prompt[t];
-      pos[b * T + t] = t;
-      if (shared_prompt)
+      ids[start + t] = prompt[t];
+      pos[start + t] = t;
+      if (dense_mask)
         for (int64_t u = 0; u <= t; ++u)
           at(t, u) = 1;
     }
+    // Row-relative offsets for the dense mask; flat offsets (start + off) for everything else.
+    const int64_t first = start - row * T;
+    if (padding_free)
+      blocks.push_back(shared_prompt ? attention_block{start, Lp, 0, 0}
+                                     : attention_block{start, seq_len[b], 0, 0});
     int64_t off = Lp;
     for (auto m : packs[b]) {
       const auto& r = samples[m]->response;
       const auto L = static_cast<int64_t>(r.size());
       for (int64_t j = 0; j < L; ++j) {
-        ids[b * T + off + j] = r[j];
-        pos[b * T + off + j] = Lp + j;  // every response restarts right after the prompt
-        if (shared_prompt) {
+        ids[start + off + j] = r[j];
+        pos[start + off + j] = Lp + j;  // every response restarts right after the prompt
+        if (dense_mask) {
           for (int64_t u = 0; u < Lp; ++u)
-            at(off + j, u) = 1;
+            at(first + off + j, u) = 1;
           for (int64_t u = off; u <= off + j; ++u)
-            at(off + j, u) = 1;
+            at(first + off + j, u) = 1;
         }
       }
-      bld.add_response(*samples[m], m, b * T + Lp - 1, b * T + off);
+      if (padding_free && shared_prompt) blocks.push_back({start + off, L, start, Lp});
+      bld.add_response(*samples[m], m, start + Lp - 1, start + off);
       off += L;
     }
-    if (shared_prompt)  // padding attends to itself only, so no row is empty
+    if (dense_mask)  // padding attends to itself only, so no row is empty
       for (int64_t t = off; t < T; ++t)
         at(t, t) = 1;
+    if (padding_free) start += seq_len[b];
   }
   packed_batch out;
   out.ids = long_tensor(ids, device).view({B, T});
   out.pos = long_tensor(pos, device).view({B, T});
-  if (shared_prompt)
+  if (dense_mask)
     out.mask = at::tensor(mask, at::TensorOptions().dtype(at::kByte))
                    .view({B, T, T})
                    .to(at::kBool)
                    .to(device);
+  if (padding_free) out.segments = plan_segments(blocks, T, device);
   out.src = long_tensor(bld.src, device);
   out.targets = long_tensor(bld.targets, device);
   out.row = long_tensor(bld.row, device);
   out.col = long_tensor(bld.col, device);
   out.samples = static_cast<int64_t>(samples.size());
   out.max_response = bld.max_response;
-  out.tokens_processed = real;
-  out.tokens_padded = B * T;
+  out.tokens_real = real;
+  out.tokens_processed = B * T;
   return out;
 }
 

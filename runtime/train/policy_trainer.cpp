@@ -33,9 +33,10 @@ CausalLM frozen_copy(const CausalLM& src) {
 
 // Logits (N, V) / T at the positions that predict each response token.
 at::Tensor response_logits(CausalLMImpl& model, const packed_batch& b, double temperature) {
-  auto h = model.hidden(b.ids, b.pos, b.mask);                     // (B, T, H)
-  auto rows = h.reshape({-1, h.size(-1)}).index_select(0, b.src);  // (N, H)
-  auto logits = model.lm_logits(rows);                             // (N, V)
+  auto h = b.segments.empty() ? model.hidden(b.ids, b.pos, b.mask)
+                              : model.hidden(b.ids, b.pos, b.segments);  // (B, T, H)
+  auto rows = h.reshape({-1, h.size(-1)}).index_select(0, b.src);        // (N, H)
+  auto logits = model.lm_logits(rows);                                   // (N, V)
   return temperature == 1.0 ? logits : logits / temperature;
 }
 
@@ -94,14 +95,14 @@ at::Tensor policy_trainer::packed_logprobs(CausalLMImpl& model, const packed_bat
 at::Tensor policy_trainer::response_logprobs(CausalLMImpl& model,
                                              const std::vector<const scored_sample*>& samples) {
   auto device = model.parameters().front().device();
-  auto b = pack_samples(samples, p_.shared_prompt_attention, device);
+  auto b = pack_samples(samples, p_.shared_prompt_attention, device, p_.padding_free);
   // Pack order -> rows -> sample order.
   return to_rows(packed_logprobs(model, b), b).masked_select(response_mask(b));
 }
 
 void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) {
   auto device = policy_->parameters().front().device();
-  auto b = pack_samples(micro, p_.shared_prompt_attention, device);
+  auto b = pack_samples(micro, p_.shared_prompt_attention, device, p_.padding_free);
   const auto N = b.targets.size(0);
   if (N == 0) throw std::invalid_argument("micro-batch has no response tokens");
 
@@ -186,6 +187,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   kept_ += static_cast<int64_t>(st.kept_tokens);
   samples_ += b.samples;
   processed_ += b.tokens_processed;
+  real_ += b.tokens_real;
 }
 
 at::Tensor policy_trainer::accumulated(size_t i) const {
@@ -257,6 +259,7 @@ update_stats policy_trainer::step() {
   u.tokens_trained = tokens_;
   u.samples_trained = samples_;
   u.tokens_processed = processed_;
+  u.tokens_real = real_;
   u.staleness_max = staleness_max_;
   u.prox_time_ms = prox_ms_;
   clear_minibatch_sums();
@@ -266,7 +269,7 @@ update_stats policy_trainer::step() {
 void policy_trainer::clear_minibatch_sums() {
   loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
   weight_min_ = weight_max_ = 0;
-  tokens_ = kept_ = samples_ = processed_ = 0;
+  tokens_ = kept_ = samples_ = processed_ = real_ = 0;
   staleness_max_ = 0;
   prox_ms_ = 0;
 }
