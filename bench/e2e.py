@@ -273,12 +273,12 @@ def main():
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of the modes")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
     ap.add_argument("--no-a3po", action="store_true", help="skip the loglinear/recompute runs")
-    ap.add_argument("--quick", action="store_true", help="10 steps (2 warm-up), 1 repetition")
+    ap.add_argument("--quick", action="store_true", help="12 steps (2 warm-up), 2 repetitions")
     ap.add_argument("--reuse", default="", help="a previous run's temp dir: summarize its runs again")
     a = ap.parse_args()
     global WARMUP
     if a.quick:
-        a.steps, a.reps, WARMUP = 10, 1, 2
+        a.steps, a.reps, WARMUP = 12, 2, 2
     modes = [m for m in a.modes.split(",") if m]
     workloads = [w for w in a.workloads.split(",") if w]
     bad = [m for m in modes if m not in MODES] + [w for w in workloads if w not in WORKLOADS]

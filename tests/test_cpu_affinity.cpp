@@ -12,6 +12,7 @@
 #include "actors/controller.hpp"
 #include "runtime/common/cpu_affinity.hpp"
 #include "runtime/common/cpu_time.hpp"
+#include "runtime/common/omp_team.hpp"
 #include "runtime/text/char_tokenizer.hpp"
 #include "tests/actor_harness.hpp"
 
@@ -158,6 +159,23 @@ TEST(CpuTime, RegionBooksItsThreadsTime) {
   const int64_t booked = compute_cpu_ns() - booked0, outer = thread_cpu_ns() - outer0;
   EXPECT_GT(booked, 0);
   EXPECT_LE(booked, outer);
+}
+
+// A 2-thread role's compute team is two threads, the caller first: a team of one (an OpenMP
+// region compiled without OpenMP) booked only half of a 2-thread trainer's CPU time, and showed
+// up as a 25% "overhead" share in colocated sync.
+TEST(CpuTime, ComputeTeamHasEveryOpenMpThread) {
+  std::vector<clockid_t> clocks;
+  clockid_t self_clock{};
+  std::thread t([&] {
+    pthread_getcpuclockid(pthread_self(), &self_clock);
+    clocks = omp_team_clocks(2);
+  });
+  t.join();
+  ASSERT_EQ(clocks.size(), 2u);
+  EXPECT_EQ(clocks[0], self_clock);
+  EXPECT_NE(clocks[0], clocks[1]);
+  EXPECT_TRUE(omp_team_clocks(1).empty());
 }
 
 // metrics.jsonl carries the three fields under the names bench/e2e.py reads.

@@ -1,13 +1,12 @@
 #include "runtime/model/weight_sync.hpp"
 
 #include <ATen/Parallel.h>
-#include <pthread.h>
 
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 
 #include "runtime/common/cpu_time.hpp"
+#include "runtime/common/omp_team.hpp"
 
 #include "runtime/model/model.hpp"
 
@@ -82,18 +81,9 @@ void set_torch_threads(int n) {
     set_compute_team({});
     return;
   }
-  // The OpenMP team this thread leads: one index per thread, so each of the n threads runs the
-  // body once and names its CPU clock. libgomp keeps the team's threads for this thread's later
-  // parallel regions, so compute regions can read their clocks (cpu_time.hpp).
-  std::vector<clockid_t> clocks;
-  std::mutex m;
-  at::parallel_for(0, n, 1, [&](int64_t, int64_t) {
-    clockid_t c;
-    if (pthread_getcpuclockid(pthread_self(), &c) != 0) return;
-    std::lock_guard<std::mutex> lock(m);
-    clocks.push_back(c);
-  });
-  set_compute_team(std::move(clocks));
+  // The OpenMP team this thread leads: its threads' CPU clocks, so that compute regions book
+  // the whole team (runtime/common/omp_team.hpp).
+  set_compute_team(omp_team_clocks(n));
 }
 
 }  // namespace asyncrl
