@@ -62,6 +62,7 @@ std::string metrics_line(const step_report& r, double wall, int64_t tokens_gener
                                   {"eval_time_s", r.eval_time_s},
                                   {"first_group_s", ms_or_null(r.first_group_ms)},
                                   {"last_group_s", ms_or_null(r.last_group_ms)},
+                                  {"first_train_s", ms_or_null(r.first_train_ms)},
                                   {"cpu_total_s", cpu.total_s},
                                   {"cpu_compute_s", cpu.compute_s},
                                   {"overhead_cpu_share", cpu.overhead_share}});

@@ -34,6 +34,7 @@ struct step_acc {
   int64_t response_tokens = 0;  // of non-filtered groups: 0 means nothing to train on
   double idle_ms = 0;
   double first_group_ms = -1, last_group_ms = -1;  // arrivals, ms after the step began
+  double first_train_ms = -1;                      // the first forward/backward began
   int64_t out_of_order = 0;                        // groups consumed after a group with a larger id
   uint64_t last_group = 0;
   std::vector<uint64_t> ids;  // every group consumed, trained or filtered
@@ -54,6 +55,7 @@ struct trainer_state {
   // wait in `pending` until a micro-batch is full.
   std::deque<scored_group> step_groups;
   std::vector<const scored_sample*> pending;
+  bool queue_drained = false;  // the last delivery left no group ready in the queue
   int64_t step = 0, groups_in_step = 0, steps_in_sync = 0;
   int64_t prox_version = 0;      // the weights in the old/proximal model
   int64_t delivered = 0;         // groups received from the queue, all of them
@@ -108,6 +110,14 @@ double evaluate_now(trainer_ptr self) {
       .pass1;
 }
 
+// One forward/backward into the step's gradient sums; the step's first marks when training
+// started (the start-up latency the trainer actually sees).
+void train_micro(trainer_state& st, const std::vector<const scored_sample*>& mb) {
+  if (st.acc.first_train_ms < 0) st.acc.first_train_ms = ms_between(st.step_start, clock::now());
+  compute_region cpu;
+  st.pt->accumulate(mb);
+}
+
 // Streams one group into the current step: one micro-batch per chunk of the group.
 void consume(trainer_ptr self, const scored_group& g) {
   auto& st = self->state;
@@ -155,8 +165,7 @@ void consume(trainer_ptr self, const scored_group& g) {
     while (st.pending.size() >= micro) {
       std::vector<const scored_sample*> mb(st.pending.begin(), st.pending.begin() + micro);
       st.pending.erase(st.pending.begin(), st.pending.begin() + micro);
-      compute_region cpu;
-      st.pt->accumulate(mb);
+      train_micro(st, mb);
     }
     return;
   }
@@ -165,8 +174,7 @@ void consume(trainer_ptr self, const scored_group& g) {
     for (size_t j = i; j < std::min(g.samples.size(), i + micro); ++j)
       if (!g.samples[j].response.empty()) mb.push_back(&g.samples[j]);
     if (mb.empty()) continue;
-    compute_region cpu;
-    st.pt->accumulate(mb);
+    train_micro(st, mb);
   }
 }
 
@@ -233,11 +241,11 @@ void do_step(trainer_ptr self) {
   auto& st = self->state;
   const auto& plan = st.plan;
   update_stats u;
-  std::optional<compute_region> cpu(std::in_place);
   if (!st.pending.empty()) {  // the last, partly filled micro-batch of the step
-    st.pt->accumulate(st.pending);
+    train_micro(st, st.pending);
     st.pending.clear();
   }
+  std::optional<compute_region> cpu(std::in_place);
   st.step_groups.clear();
   if (st.acc.response_tokens > 0) {
     u = st.pt->step();
@@ -268,6 +276,7 @@ void do_step(trainer_ptr self) {
   r.trainer_idle_ms = st.acc.idle_ms;
   r.first_group_ms = st.acc.first_group_ms;
   r.last_group_ms = st.acc.last_group_ms;
+  r.first_train_ms = st.acc.first_train_ms;
   r.sync_time_ms = st.last_sync_ms;
   r.sync_bytes = st.last_sync_bytes;
   r.params_checksum = params_checksum(*st.pt->policy());
@@ -321,6 +330,15 @@ void process_buffer(trainer_ptr self) {
     consume(self, st.buffer.front());
     st.buffer.pop_front();
     if (st.groups_in_step == per_step) do_step(self);
+  }
+  // Work-conserving unaligned micro-batches: nothing more is ready, so waiting for the open
+  // micro-batch to fill would only idle the trainer (at the start of a periodic step it would
+  // wait for micro_batch_size / G groups). The next pull collects what arrives meanwhile.
+  const auto& tr = st.args.env->cfg.trainer;
+  if (!tr.group_aligned_micro_batches && tr.eager_micro_batches && st.queue_drained &&
+      !st.pending.empty() && !st.finished && !gathering(self)) {
+    train_micro(st, st.pending);
+    st.pending.clear();
   }
   pull_next(self);
 }
@@ -383,6 +401,7 @@ void pull_next(trainer_ptr self) {
               if (st.acc.first_group_ms < 0) st.acc.first_group_ms = st.acc.last_group_ms;
             }
             st.last_queue = d.stats;
+            st.queue_drained = d.stats.depth == 0;
             st.delivered += static_cast<int64_t>(d.groups.size());
             if (st.stop.armed()) {  // delivered after the stop: held, never trained
               for (auto& g : d.groups)

@@ -5,12 +5,14 @@ machine noise hits them alike. For each run the simulator (`asyncrl simulate`) p
 time, which validates it (see "Simulator validation" below).
 
     bench/e2e.py --model DIR [--out bench/results] [--bin build/asyncrl] [--steps 20] [--reps 2]
-                 [--modes a,b] [--workloads a,b] [--no-a3po] [--quick]
+                 [--modes a,b] [--workloads a,b] [--no-a3po] [--no-startup] [--quick]
 
 Writes e2e.json (per workload and mode: step time, tokens trained per second per core, idle
 ratios, phase times, contention, simulated step time; `speedup` over colocated sync; the targets
 with their bounds; the top-level keys "speedup.periodic_vs_sync_decoupled",
-"speedup.fully_async_partial_vs_sync" and "bound.periodic"), simulator_validation.json,
+"speedup.fully_async_partial_vs_sync" and "bound.periodic"; `startup`: periodic on the
+balanced workload with eager micro-batches against the trainer waiting for full ones, same
+repetitions), simulator_validation.json,
 e2e_reward.png (reward vs wall time, every mode, balanced workload), e2e_step_time.png, and
 a3po_e2e.json (fully async step time with loglinear vs recompute prox).
 
@@ -152,6 +154,10 @@ def summarize_run(rows, cores, workers):
     firsts = [r["first_group_s"] for r in rows[w:] if r.get("first_group_s") is not None]
     tails = [r["step_time_s"] - r["last_group_s"] for r in rows[w:] if r.get("last_group_s") is not None]
     s["first_group_s"] = median(firsts)
+    trains = [r["first_train_s"] for r in rows[w:] if r.get("first_train_s") is not None]
+    s["first_train_s"] = median(trains)
+    mbs = [r["micro_batches"] for r in rows[w:] if r.get("micro_batches") is not None]
+    s["micro_batches"] = median(mbs)
     s["tail_s"] = median(tails)
     # Actor messaging share of CPU time, per step (added by the runtime when it measures it).
     shares = [r["overhead_cpu_share"] for r in rows[w:] if r.get("overhead_cpu_share") is not None]
@@ -273,6 +279,8 @@ def main():
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of the modes")
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
     ap.add_argument("--no-a3po", action="store_true", help="skip the loglinear/recompute runs")
+    ap.add_argument("--no-startup", action="store_true",
+                    help="skip the periodic runs with waiting (non-eager) micro-batches")
     ap.add_argument("--quick", action="store_true", help="12 steps (2 warm-up), 2 repetitions")
     ap.add_argument("--reuse", default="", help="a previous run's temp dir: summarize its runs again")
     a = ap.parse_args()
@@ -292,6 +300,7 @@ def main():
     tmp = a.reuse or tempfile.mkdtemp(prefix="asyncrl-e2e-")
     print(f"[e2e] run directories under {tmp} (--reuse {tmp} summarizes them again)", file=sys.stderr)
     runs = {}  # (workload, mode) -> list of (summary, rows)
+    startup_wait = []  # summaries of the periodic runs with waiting micro-batches
 
     def train(workload, mode, extra, tag):
         cfg, mode_extra = MODES[mode]
@@ -309,6 +318,13 @@ def main():
             for mode in modes[rep % len(modes):] + modes[:rep % len(modes)]:
                 print(f"[e2e] rep {rep + 1}/{a.reps} {workload} {mode}", file=sys.stderr, flush=True)
                 runs.setdefault((workload, mode), []).append(train(workload, mode, [], f"r{rep}"))
+            # Start-up, before / after in the same repetition: periodic with the trainer waiting
+            # for full micro-batches (trainer.eager_micro_batches=false, as before issue 15).
+            if workload == "balanced" and "periodic" in modes and not a.no_startup:
+                print(f"[e2e] rep {rep + 1}/{a.reps} {workload} periodic, waiting micro-batches",
+                      file=sys.stderr, flush=True)
+                s, _ = train(workload, "periodic", ["trainer.eager_micro_batches=false"], f"wait-r{rep}")
+                startup_wait.append(s)
 
     # A-3PO end to end: the same fully async run with loglinear and with recompute prox.
     a3po = {}
@@ -371,6 +387,17 @@ def main():
             result["bound.periodic"] = t["bound"]
         else:
             result[f"bound.{t['mode']}"] = t["bound"]
+    if startup_wait:
+        keys = ["step_s", "first_group_s", "first_train_s", "tail_s", "trainer_idle_ratio",
+                "micro_batches"]
+        eager = [s for s, _ in runs[("balanced", "periodic")]]
+        pick = lambda v, k: median([s[k] for s in v if s.get(k) is not None])  # noqa: E731
+        result["startup"] = {
+            "workload": "balanced", "mode": "periodic",
+            "what": "eager: trainer.eager_micro_batches=true (default); wait: false. Medians over "
+                    "repetitions of per-run medians over steps after the warm-up",
+            "eager": {k: pick(eager, k) for k in keys},
+            "wait": {k: pick(startup_wait, k) for k in keys}}
     # Contention as bench_contention measured it, beside ours (if that benchmark ran).
     result["contention_bench"] = load_optional(os.path.join(a.out, "contention.json"))
     errs = [abs(r["relative_error"]) for r in validation["runs"]]

@@ -109,6 +109,9 @@ struct step_report {
   // -1: no group arrived during the step (it trained groups held from before).
   double first_group_ms = -1;
   double last_group_ms = -1;
+  // When the step's first forward/backward started, ms after the step began: how long the
+  // trainer had to wait before it could compute. -1: the step trained nothing.
+  double first_train_ms = -1;
   double sync_time_ms = 0;  // the last completed weight sync
   int64_t sync_bytes = 0;
   double params_checksum = 0;
@@ -235,7 +238,7 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.policy_version, x.update, x.reward_mean,
            x.accuracy, x.samples, x.stale_samples, x.partial_ratio, x.max_partial_span,
            x.groups_trained, x.filtered_groups, x.reward_failures, x.step_ms, x.trainer_idle_ms,
-           x.first_group_ms, x.last_group_ms, x.sync_time_ms, x.sync_bytes, x.params_checksum,
+           x.first_group_ms, x.last_group_ms, x.first_train_ms, x.sync_time_ms, x.sync_bytes, x.params_checksum,
            x.queue, x.prox_version, x.out_of_order_groups, x.eval_accuracy, x.eval_time_s,
            x.group_ids);
 }

@@ -214,6 +214,10 @@ TEST(CpuTime, RunReportsOverheadShareEveryStep) {
     EXPECT_GE(first, 0) << line;
     EXPECT_LE(first, last) << line;
     EXPECT_LE(last, double(j["step_time_s"]) + 1e-9) << line;
+    // Training cannot start before the first group is here.
+    ASSERT_TRUE(j["first_train_s"].is_number()) << line;
+    EXPECT_GE(double(j["first_train_s"]), first) << line;
+    EXPECT_LE(double(j["first_train_s"]), double(j["step_time_s"]) + 1e-9) << line;
   }
   EXPECT_GT(compute, 0);
 }

@@ -239,8 +239,9 @@ step_report make_step_report() {
           11,
           12.5,
           13.5,
-          13.75,   // first_group_ms
-          13.875,  // last_group_ms
+          13.75,    // first_group_ms
+          13.875,   // last_group_ms
+          13.9375,  // first_train_ms
           14.5,
           15,
           16.5,

@@ -264,6 +264,10 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
   s.add("trainer.group_aligned_micro_batches", &tr.group_aligned_micro_batches,
         "a micro-batch holds one group's responses only, so arrival order cannot change a bit "
         "of the update; false fills micro-batches across groups (faster, equal to ~1e-6)");
+  s.add("trainer.eager_micro_batches", &tr.eager_micro_batches,
+        "with unaligned micro-batches: when the queue has no more groups ready, train the "
+        "part-filled micro-batch at once instead of waiting for it to fill (the trainer starts "
+        "on the first group and never idles with work in hand)");
   s.add("trainer.ppo_mini_batch_size", &tr.ppo_mini_batch_size,
         "prompts (groups) per optimizer step; 0 = data.train_batch_size", non_negative_int());
   s.add("trainer.shared_prompt_attention", &tr.shared_prompt_attention,

@@ -159,6 +159,7 @@ struct algorithm_section {
 struct trainer_section {
   int64_t micro_batch_size = 32;            // responses per forward/backward
   bool group_aligned_micro_batches = true;  // a micro-batch never mixes groups (bitwise Theorem 1)
+  bool eager_micro_batches = true;  // unaligned: train a part-filled micro-batch rather than idle
   int64_t ppo_mini_batch_size = 0;  // prompts (groups) per optimizer step; 0 = the whole batch
   bool shared_prompt_attention = false;
   bool padding_free = true;                // a micro-batch is one row, attention per sequence

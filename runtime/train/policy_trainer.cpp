@@ -188,6 +188,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   samples_ += b.samples;
   processed_ += b.tokens_processed;
   real_ += b.tokens_real;
+  ++micro_batches_;
 }
 
 at::Tensor policy_trainer::accumulated(size_t i) const {
@@ -260,6 +261,7 @@ update_stats policy_trainer::step() {
   u.samples_trained = samples_;
   u.tokens_processed = processed_;
   u.tokens_real = real_;
+  u.micro_batches = micro_batches_;
   u.staleness_max = staleness_max_;
   u.prox_time_ms = prox_ms_;
   clear_minibatch_sums();
@@ -269,7 +271,7 @@ update_stats policy_trainer::step() {
 void policy_trainer::clear_minibatch_sums() {
   loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
   weight_min_ = weight_max_ = 0;
-  tokens_ = kept_ = samples_ = processed_ = real_ = 0;
+  tokens_ = kept_ = samples_ = processed_ = real_ = micro_batches_ = 0;
   staleness_max_ = 0;
   prox_ms_ = 0;
 }

@@ -96,6 +96,7 @@ class policy_trainer {
   double weight_sum_ = 0;
   double weight_min_ = 0, weight_max_ = 0;
   int64_t tokens_ = 0, kept_ = 0, samples_ = 0, processed_ = 0;
+  int64_t micro_batches_ = 0;
   int64_t real_ = 0;  // non-padding tokens of them
   int64_t staleness_max_ = 0;
   double prox_ms_ = 0;

@@ -22,6 +22,7 @@ struct update_stats {
   int64_t samples_trained = 0;   // responses in the loss
   int64_t tokens_processed = 0;  // positions through the policy forward, padding included
   int64_t tokens_real = 0;       // of them real tokens: processed / real = padding overhead
+  int64_t micro_batches = 0;     // forward/backward passes the step accumulated
   int64_t staleness_max = 0;     // max over tokens of version - token version
   double grad_norm = 0;
   bool skipped = false;
@@ -38,6 +39,7 @@ struct update_stats {
         named("imp_weight_mean", &s::imp_weight_mean), named("masked_tokens", &s::masked_tokens),
         named("tokens_trained", &s::tokens_trained), named("samples_trained", &s::samples_trained),
         named("tokens_processed", &s::tokens_processed), named("tokens_real", &s::tokens_real),
+        named("micro_batches", &s::micro_batches),
         named("staleness_max", &s::staleness_max), named("grad_norm", &s::grad_norm),
         named("skipped", &s::skipped), named("lr", &s::lr),
         named("prox_time_ms", &s::prox_time_ms));
