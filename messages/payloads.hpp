@@ -238,9 +238,9 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.policy_version, x.update, x.reward_mean,
            x.accuracy, x.samples, x.stale_samples, x.partial_ratio, x.max_partial_span,
            x.groups_trained, x.filtered_groups, x.reward_failures, x.step_ms, x.trainer_idle_ms,
-           x.first_group_ms, x.last_group_ms, x.first_train_ms, x.sync_time_ms, x.sync_bytes, x.params_checksum,
-           x.queue, x.prox_version, x.out_of_order_groups, x.eval_accuracy, x.eval_time_s,
-           x.group_ids);
+           x.first_group_ms, x.last_group_ms, x.first_train_ms, x.sync_time_ms, x.sync_bytes,
+           x.params_checksum, x.queue, x.prox_version, x.out_of_order_groups, x.eval_accuracy,
+           x.eval_time_s, x.group_ids);
 }
 
 template <class Inspector>
