@@ -39,9 +39,8 @@ struct update_stats {
         named("imp_weight_mean", &s::imp_weight_mean), named("masked_tokens", &s::masked_tokens),
         named("tokens_trained", &s::tokens_trained), named("samples_trained", &s::samples_trained),
         named("tokens_processed", &s::tokens_processed), named("tokens_real", &s::tokens_real),
-        named("micro_batches", &s::micro_batches),
-        named("staleness_max", &s::staleness_max), named("grad_norm", &s::grad_norm),
-        named("skipped", &s::skipped), named("lr", &s::lr),
+        named("micro_batches", &s::micro_batches), named("staleness_max", &s::staleness_max),
+        named("grad_norm", &s::grad_norm), named("skipped", &s::skipped), named("lr", &s::lr),
         named("prox_time_ms", &s::prox_time_ms));
   }
 };
