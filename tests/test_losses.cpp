@@ -4,6 +4,7 @@
 #include <torch/nn/module.h>
 
 #include <cmath>
+#include <random>
 
 #include "runtime/train/advantages.hpp"
 #include "runtime/train/losses.hpp"
@@ -71,6 +72,38 @@ TEST(Advantages, GroupOfOneKeepsItsReward) {
   // verl: a group of one has mean 0 and std 1.
   auto a = group_advantages(t1({0.7}).view({1, 1}));
   EXPECT_NEAR(a[0][0].item<double>(), 0.7 / (1 + 1e-6), 1e-12);
+}
+
+TEST(Advantages, AssignAdvantagesEqualsTheTensorFormula) {
+  // The reward actor's plain-loop advantages against rl::group_advantages (the torch
+  // reference) on 400 random groups: sizes 1..9, binary, continuous and constant rewards, both
+  // estimators. Catches a biased std (N instead of N - 1), a missing eps, a mean over the wrong
+  // count, or a zero-variance flag that differs from zero_variance_groups.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-3, 3);
+  int flagged = 0;
+  for (int t = 0; t < 400; ++t) {
+    const int n = 1 + t % 9;
+    std::vector<double> r(n);
+    for (auto& x : r)
+      x = t % 4 == 0 ? double(rng() % 2) : t % 4 == 1 ? 0.25 : u(rng);
+    for (auto est : {advantage_estimator::grpo, advantage_estimator::drgrpo}) {
+      scored_group g;
+      g.samples.resize(n);
+      for (int i = 0; i < n; ++i)
+        g.samples[i].reward = r[i];
+      const bool kept = assign_advantages(g, est, /*filter=*/true);
+      auto want = group_advantages(t1(r).unsqueeze(0), est == advantage_estimator::grpo);
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(g.samples[i].advantage, want[0][i].item<double>(),
+                    1e-12 * (1 + std::abs(g.samples[i].advantage)))
+            << "group " << t << " sample " << i;
+      const bool zero = n > 1 && zero_variance_groups(t1(r).unsqueeze(0))[0].item<bool>();
+      EXPECT_EQ(kept, !zero) << "group " << t;
+      flagged += zero;
+    }
+  }
+  EXPECT_GT(flagged, 0);  // the constant groups were really flagged
 }
 
 TEST(Surrogate, ClipsAsymmetricallyAndDualClips) {

@@ -1,6 +1,7 @@
 #pragma once
 
-// Group advantages for scored rollouts (torch-free interface over rl::group_advantages).
+// Group advantages for scored rollouts: rl::group_advantages (losses.hpp) for one group, without
+// torch.
 
 #include "runtime/config/modes.hpp"
 #include "runtime/train/samples.hpp"
