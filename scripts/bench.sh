@@ -46,7 +46,7 @@ else
   "$BUILD/bench/bench_calibrate" --out "$RES/calibration.json" >/dev/null
 fi
 # --quick (budget, 2 cores: about 8 of its 10 minutes): calibrate ~1 min, contention ~1 min,
-# weight_sync/queue/actor_overhead/sim_scale ~1 min, e2e ~3 min (20 runs x 12 steps),
+# weight_sync/queue/actor_overhead/sim_scale ~1 min, e2e ~3.5 min (22 runs x 12 steps),
 # learning ~1.5 min (3 modes x 20 steps), packing ~20 s. It skips the component benchmarks that no
 # target reads (prox, generation, train, continuous_batching): summary.md marks their results as
 # older than this run.
