@@ -118,6 +118,13 @@ void train_micro(trainer_state& st, const std::vector<const scored_sample*>& mb)
   st.pt->accumulate(mb);
 }
 
+// Trains the open, part-filled micro-batch of unaligned micro-batches, if any.
+void train_pending(trainer_state& st) {
+  if (st.pending.empty()) return;
+  train_micro(st, st.pending);
+  st.pending.clear();
+}
+
 // Streams one group into the current step: one micro-batch per chunk of the group.
 void consume(trainer_ptr self, const scored_group& g) {
   auto& st = self->state;
@@ -241,10 +248,7 @@ void do_step(trainer_ptr self) {
   auto& st = self->state;
   const auto& plan = st.plan;
   update_stats u;
-  if (!st.pending.empty()) {  // the last, partly filled micro-batch of the step
-    train_micro(st, st.pending);
-    st.pending.clear();
-  }
+  train_pending(st);  // the last, partly filled micro-batch of the step
   std::optional<compute_region> cpu(std::in_place);
   st.step_groups.clear();
   if (st.acc.response_tokens > 0) {
@@ -336,10 +340,8 @@ void process_buffer(trainer_ptr self) {
   // wait for micro_batch_size / G groups). The next pull collects what arrives meanwhile.
   const auto& tr = st.args.env->cfg.trainer;
   if (!tr.group_aligned_micro_batches && tr.eager_micro_batches && st.queue_drained &&
-      !st.pending.empty() && !st.finished && !gathering(self)) {
-    train_micro(st, st.pending);
-    st.pending.clear();
-  }
+      !st.finished && !gathering(self))
+    train_pending(st);
   pull_next(self);
 }
 
