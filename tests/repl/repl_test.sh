@@ -278,6 +278,10 @@ PY
     wait_steps "$WORK/run" 2
     mkdir -p "$WORK/home"
     t() { tmux -L "$TMUX_SOCK" "$@"; }
+    # A session that outlives the consoles' sessions: killing the last session makes the tmux
+    # server exit, and a client racing with that exit fails with "server exited unexpectedly"
+    # (seen once in CI). extra_cleanup kills the server and this session with it.
+    t new-session -d -s hold "sleep 600" || fail "tmux could not start a server"
     pane() { t capture-pane -p -t repl -S -200 2>/dev/null || true; }
     # wait_for TEXT [COUNT]: until the pane shows TEXT at least COUNT times (bounded: 20 s).
     wait_for() {
@@ -290,7 +294,8 @@ PY
     }
     open_console() {
       t new-session -d -s repl -x 160 -y 50 \
-        "env -u ASYNCRL_HISTORY HOME=$WORK/home timeout --foreground 120 $BIN repl --attach $WORK/run; sleep 30"
+        "env -u ASYNCRL_HISTORY HOME=$WORK/home timeout --foreground 120 $BIN repl --attach $WORK/run; sleep 30" ||
+        fail "tmux new-session failed"
       wait_for "asyncrl>"
     }
     open_console
@@ -308,7 +313,7 @@ PY
     wait_for "asyncrl> quit"
     for _ in $(seq 100); do grep -q "quit" "$WORK/home/.asyncrl_history" 2>/dev/null && break; sleep 0.1; done
     grep -qx "status" "$WORK/home/.asyncrl_history" || fail "history file lacks 'status'"
-    t kill-session -t repl
+    t kill-session -t repl || fail "tmux kill-session failed"
     # A new console recalls the last session's commands.
     open_console
     t send-keys -t repl Up Up Enter            # history: quit, then `help set` (run twice before)
