@@ -201,6 +201,7 @@ struct reward_call {
   std::string text;       // the decoded response
   size_t slot = 0;        // the worker it waits on
   uint64_t dispatch = 0;  // which send is current: replies to an earlier one are stale
+  caf::actor_clock::time_point deadline;  // of the current send: then it is scored 0
 };
 
 struct reward_state {
@@ -211,6 +212,10 @@ struct reward_state {
   std::vector<reward_worker_actor> workers;  // by slot; a crashed worker is replaced in its slot
   std::vector<int64_t> load;                 // outstanding calls per slot
   std::map<uint64_t, reward_call> calls;     // outstanding, by call id
+  // When the armed deadline check is due (none armed: nullopt). One timer serves every call:
+  // a CAF request timeout per call costs a clock-thread wake-up when it is set and a message
+  // to this actor when it expires, answered or not, 128 of each per step of the demo.
+  std::optional<caf::actor_clock::time_point> check_at;
   uint64_t next_call = 0;
   uint64_t next_dispatch = 0;
   std::deque<caf::actor_clock::time_point> restarts;  // within supervision.restart_window_s
@@ -277,6 +282,12 @@ void spawn_into(reward_ptr self, size_t slot) {
   auto& st = self->state;
   auto w = spawn_worker(self->system(), st.args.env, st.faults, st.tally);
   self->monitor(w);
+  // A worker dies with its Reward however that ends (a stop, a kill, a failure): nothing else
+  // holds it, and a live one would keep the actor system from shutting down. A replaced
+  // worker's functor finds it gone.
+  self->attach_functor([addr = w.address()](const caf::error&) {
+    if (auto h = caf::actor_cast<caf::actor>(addr)) caf::anon_send_exit(h, caf::exit_reason::kill);
+  });
   if (slot == st.workers.size()) {
     st.workers.push_back(std::move(w));
     st.load.push_back(0);
@@ -306,6 +317,40 @@ void settle(reward_ptr self, uint64_t id, double reward, bool failed) {
   finish_group(self, group);
 }
 
+// Arms the deadline check for the earliest outstanding call unless one is armed no later.
+void arm_check(reward_ptr self) {
+  auto& st = self->state;
+  if (st.calls.empty()) return;
+  auto first = st.calls.begin()->second.deadline;
+  for (const auto& kv : st.calls)
+    first = std::min(first, kv.second.deadline);
+  if (st.check_at && *st.check_at <= first) return;
+  st.check_at = first;
+  const auto now = self->clock().now();
+  self->delayed_send(self, first > now ? first - now : caf::actor_clock::duration_type{0},
+                     watchdog_atom::value);
+}
+
+// A deadline check: every call whose current send is past its deadline is scored 0 and counted
+// as a timeout, as an answer would settle it. A check armed earlier and superseded by an
+// earlier one finds nothing due; either way the next one is armed for what is left.
+void check_deadlines(reward_ptr self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  if (st.check_at && *st.check_at <= now) st.check_at.reset();
+  std::vector<uint64_t> due;
+  for (const auto& [id, c] : st.calls)
+    if (c.deadline <= now) due.push_back(id);
+  for (auto id : due) {
+    const auto& c = st.calls.at(id);
+    ++st.counts.timeouts;
+    spdlog::warn("reward: group {} response {} scored 0: timed out (reward.timeout_ms)", c.group_id,
+                 c.index);
+    settle(self, id, 0.0, true);
+  }
+  arm_check(self);
+}
+
 // Sends call `id` to the least loaded worker: a hung one stops getting work.
 void dispatch(reward_ptr self, uint64_t id) {
   auto& st = self->state;
@@ -324,9 +369,12 @@ void dispatch(reward_ptr self, uint64_t id) {
         static_cast<int64_t>(std::ceil((rw.external.timeout_s + 1.0) * 1000.0)));
     timeout += per_call * st.load[c.slot];
   }
+  c.deadline = self->clock().now() + timeout;
+  arm_check(self);
   const auto& p = st.pending.at(c.group_id);
-  self->request(st.workers[c.slot], timeout, score_atom::value, c.text, p.group.ground_truth, c.uid,
-                p.prompt, c.group_id, p.group.prompt_index, static_cast<uint32_t>(c.index))
+  // No CAF timeout (see reward_state::check_at): check_deadlines bounds the call.
+  self->request(st.workers[c.slot], caf::infinite, score_atom::value, c.text, p.group.ground_truth,
+                c.uid, p.prompt, c.group_id, p.group.prompt_index, static_cast<uint32_t>(c.index))
       .then(
           [self, id, tag](double r) {
             if (current(self, id, tag)) settle(self, id, r, false);
@@ -337,7 +385,7 @@ void dispatch(reward_ptr self, uint64_t id) {
             // certain to come, re-dispatches them together with the one it was scoring.
             if (!c || is(e, caf::sec::request_receiver_down)) return;
             auto& st = self->state;
-            if (is(e, caf::sec::request_timeout))
+            if (is(e, caf::sec::request_timeout))  // an external scorer's own timeout
               ++st.counts.timeouts;
             else
               ++st.counts.failures;
@@ -472,6 +520,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
                         caf::make_error(caf::sec::runtime_error, "killed from the console"));
         return static_cast<int32_t>(slot);
       },
+      [self](watchdog_atom) { check_deadlines(self); },
       [self](stop_atom, int64_t expected_groups) -> caf::result<reward_counts> {
         auto& st = self->state;
         auto promise = st.stop.arm(self, expected_groups);

@@ -49,6 +49,7 @@ using reward_actor = caf::typed_actor<
     // response's scoring; a crash of the busiest worker (-> its slot).
     caf::replies_to<stats_atom>::with<reward_counts, std::vector<int64_t>>,
     caf::reacts_to<hang_atom>, caf::replies_to<kill_atom>::with<int32_t>,
+    caf::reacts_to<watchdog_atom>,  // (self) the earliest call deadline may have passed
     caf::replies_to<stop_atom, int64_t>::with<reward_counts>>;
 
 /// Bounded buffer of scored groups; grants admission credits and enforces staleness. A stop

@@ -79,6 +79,7 @@ reward_actor fake_reward(test::coordinated_system& cs, log_ptr log) {
         },
         [](hang_atom) {},
         [](kill_atom) { return int32_t{0}; },
+        [](watchdog_atom) {},
         [self](stop_atom, int64_t) -> reward_counts {
           self->quit();
           return {};

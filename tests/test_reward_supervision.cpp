@@ -180,6 +180,68 @@ TEST(RewardSupervision, ARedispatchedCallGetsAFullTimeoutOfItsOwn) {
   EXPECT_EQ((*counts)->forwarded, 2);
 }
 
+TEST(RewardSupervision, EachHungCallTimesOutAtItsOwnDeadline) {
+  // Timeout 5 s, uids 3 and 7 hang (every 4th). Group 1 (uids 2, 3) arrives at t = 0, group 3
+  // (uids 6, 7) at t = 2 s: their hung calls are due at 5 s and 7 s. One deadline check serves
+  // every call (no CAF timeout per call). Bugs: a check that scores every outstanding call
+  // when the first is due (group 3 at 5.1 s), one that is not re-armed for the calls left
+  // (group 3 never), a deadline that is not the call's own (either group early or late).
+  test::coordinated_system cs;
+  auto env = tiny_env({"reward.function=prefix", "reward.prefix=7", "reward.num_workers=1",
+                       "reward.timeout_ms=5000", "faults.reward_hang_every=4"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  send_group(reward, group_of(env, 1, {"7", "7"}));
+  cs.run_until([] { return false; }, 0);
+  cs.sched().advance_time(std::chrono::seconds(2));
+  send_group(reward, group_of(env, 3, {"7", "7"}));
+  cs.run_until([] { return false; }, 0);
+  cs.sched().advance_time(std::chrono::milliseconds(2900));  // t = 4.9 s
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE(puts->empty()) << "a call was scored 0 before its deadline";
+  cs.sched().advance_time(std::chrono::milliseconds(200));  // t = 5.1 s
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 1; }, 0));
+  cs.run_until([] { return false; }, 0);
+  ASSERT_EQ(puts->size(), 1u) << "group 3 was scored before its deadline (7 s)";
+  EXPECT_EQ(puts->at(0).group_id, 1u);
+  EXPECT_EQ(puts->at(0).samples[0].reward, 1.0);
+  EXPECT_TRUE(puts->at(0).samples[1].reward_failed);
+  cs.sched().advance_time(std::chrono::milliseconds(1800));  // t = 6.9 s
+  cs.run_until([] { return false; }, 0);
+  EXPECT_EQ(puts->size(), 1u);
+  cs.sched().advance_time(std::chrono::milliseconds(200));  // t = 7.1 s
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 2; }, 0)) << "group 3 never timed out";
+  const auto& g = puts->at(1);
+  EXPECT_EQ(g.group_id, 3u);
+  EXPECT_EQ(g.samples[0].reward, 1.0);
+  EXPECT_FALSE(g.samples[0].reward_failed);
+  EXPECT_TRUE(g.samples[1].reward_failed);
+  auto counts = ask_stop(cs, reward, 2);
+  ASSERT_TRUE(cs.run_until([&] { return counts->has_value(); }, 0));
+  EXPECT_EQ((*counts)->timeouts, 2);
+  EXPECT_EQ((*counts)->forwarded, 2);
+}
+
+TEST(RewardSupervision, WorkersDieWithTheirReward) {
+  // A Reward killed with a call hanging in one of its 3 workers (not stopped: no stop message
+  // reaches them). Bug: workers that outlive it, which nothing holds and nothing will stop, and
+  // the actor system waits for them forever at shutdown.
+  test::coordinated_system cs;
+  auto env = tiny_env({"reward.function=prefix", "reward.prefix=7", "reward.num_workers=3",
+                       "faults.reward_hang_every=2"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto queue = collecting_queue(cs, puts);
+  cs.run_until([] { return false; }, 0);
+  const auto before = cs.sys().registry().running();
+  auto reward = spawn_reward(cs.sys(), reward_args{env, queue});
+  send_group(reward, group_of(env, 1, {"7", "7"}));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_EQ(cs.sys().registry().running(), before + 4);  // the Reward and its 3 workers
+  caf::anon_send_exit(reward, caf::exit_reason::kill);
+  cs.run_until([] { return false; }, 0);
+  EXPECT_EQ(cs.sys().registry().running(), before);
+}
+
 TEST(RewardSupervision, RestartsOutsideTheWindowDoNotCount) {
   // Groups of 2 (uids 2g, 2g+1), kill every 4th: groups 1, 3, 5 each kill one worker, groups 0,
   // 2, 4 none. One restart is allowed per 10 s of actor-clock time. The second crash comes 11 s

@@ -80,7 +80,7 @@ const std::vector<log_pattern>& log_patterns() {
       {"rollouter_kill", {"injected fault: killing rollouter"}},
       {"reward_worker_kill", {"reward: worker", "injected reward worker crash"}},
       {"reward_throw", {"scored 0", "injected reward fault"}},
-      {"reward_hang", {"scored 0", "request_timeout"}},
+      {"reward_hang", {"scored 0", "timed out"}},
       {"sync_drop", {"injected fault: load of", "dropped"}},
       {"sync_delay", {"injected fault: load of", "delayed by"}},
       {"trainer_crash", {"supervision: ", "injected fault: trainer crash"}},
