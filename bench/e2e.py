@@ -6,6 +6,7 @@ time, which validates it (see "Simulator validation" below).
 
     bench/e2e.py --model DIR [--out bench/results] [--bin build/asyncrl] [--steps 20] [--reps 2]
                  [--modes a,b] [--workloads a,b] [--no-a3po] [--no-startup] [--quick]
+                 [--set KEY=VALUE ...]
 
 Writes e2e.json (per workload and mode: step time, tokens trained per second per core, idle
 ratios, phase times, contention, simulated step time; `speedup` over colocated sync; the targets
@@ -282,6 +283,8 @@ def main():
     ap.add_argument("--no-startup", action="store_true",
                     help="skip the periodic runs with waiting (non-eager) micro-batches")
     ap.add_argument("--quick", action="store_true", help="12 steps (2 warm-up), 2 repetitions")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every run (repeatable), e.g. for an A/B of one key")
     ap.add_argument("--reuse", default="", help="a previous run's temp dir: summarize its runs again")
     a = ap.parse_args()
     global WARMUP
@@ -308,7 +311,7 @@ def main():
         if not (a.reuse and os.path.exists(os.path.join(run_dir, "summary.json"))):
             run([a.bin, "train", "-c", os.path.join(ROOT, "configs", cfg), f"model.path={a.model}",
                  f"trainer.total_steps={a.steps}", f"runtime.run_dir={run_dir}"] + COMMON +
-                WORKLOADS[workload] + mode_extra + extra)
+                WORKLOADS[workload] + mode_extra + a.set + extra)
         rows = metrics(run_dir)
         return summarize_run(rows, cores, WORKERS.get(mode, 1)), rows
 
