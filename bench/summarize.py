@@ -96,7 +96,9 @@ def target_rows(r):
     else:
         rows.append(["time to target accuracy", ">= 1.8x", "not measured",
                      "learning.json missing, or sync / an async mode never reached the target", "-"])
-    shares = {m: x.get("overhead_cpu_share") for w in e2e.get("workloads", {}).values()
+    # Keyed by workload and mode: one mode's share on one workload must not hide the other's.
+    shares = {f"{wn} {m}": x.get("overhead_cpu_share")
+              for wn, w in e2e.get("workloads", {}).items()
               for m, x in w["modes"].items() if x.get("overhead_cpu_share") is not None}
     if shares:
         worst = max(shares, key=shares.get)
