@@ -201,7 +201,9 @@ struct reward_call {
   std::string text;       // the decoded response
   size_t slot = 0;        // the worker it waits on
   uint64_t dispatch = 0;  // which send is current: replies to an earlier one are stale
-  caf::actor_clock::time_point deadline;  // of the current send: then it is scored 0
+  // Of the current send: then it is scored 0. Not sent yet: never due, and not the earliest
+  // (a group's calls are all created before the first is sent).
+  caf::actor_clock::time_point deadline = caf::actor_clock::time_point::max();
 };
 
 struct reward_state {

@@ -222,6 +222,33 @@ TEST(RewardSupervision, EachHungCallTimesOutAtItsOwnDeadline) {
   EXPECT_EQ((*counts)->forwarded, 2);
 }
 
+TEST(RewardSupervision, OneDeadlineCheckServesEveryCall) {
+  // Two groups of 4 (8 calls), all answered at once: one timer is pending, due at the first
+  // call's deadline (t0 + 5 s), and nothing else. Bugs: a timer per call or per group (the
+  // clock-thread wake-ups the check exists to avoid), a check due at once because calls not
+  // sent yet counted with an unset deadline (a spurious check per group).
+  test::coordinated_system cs;
+  auto env = tiny_env({"reward.function=prefix", "reward.prefix=7", "reward.num_workers=2",
+                       "reward.timeout_ms=5000"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  const auto t0 = cs.sched().clock().now();
+  send_group(reward, group_of(env, 1, {"7", "7", "7", "7"}));
+  send_group(reward, group_of(env, 2, {"7", "7", "7", "7"}));
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 2; }, 0));
+  cs.run_until([] { return false; }, 0);
+  const auto& timers = cs.sched().clock().schedule();
+  ASSERT_EQ(timers.size(), 1u);
+  EXPECT_EQ(timers.begin()->first, t0 + std::chrono::seconds(5));
+  // It finds nothing due and arms nothing more: no call is outstanding.
+  cs.sched().advance_time(std::chrono::seconds(5));
+  cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE(cs.sched().clock().schedule().empty());
+  auto counts = ask_stop(cs, reward, 2);
+  ASSERT_TRUE(cs.run_until([&] { return counts->has_value(); }, 0));
+  EXPECT_EQ((*counts)->timeouts, 0);
+}
+
 TEST(RewardSupervision, WorkersDieWithTheirReward) {
   // A Reward killed with a call hanging in one of its 3 workers (not stopped: no stop message
   // reaches them). Bug: workers that outlive it, which nothing holds and nothing will stop, and
