@@ -319,17 +319,15 @@ void settle(reward_ptr self, uint64_t id, double reward, bool failed) {
   finish_group(self, group);
 }
 
-// Arms the deadline check for the earliest outstanding call unless one is armed no later.
-void arm_check(reward_ptr self) {
+// Arms a deadline check for `due` unless one is armed no later. Invariant: while a call is
+// outstanding, a check is armed no later than its deadline (a send arms for its own deadline,
+// a check re-arms for the earliest left, and answers only remove deadlines).
+void arm_check(reward_ptr self, caf::actor_clock::time_point due) {
   auto& st = self->state;
-  if (st.calls.empty()) return;
-  auto first = st.calls.begin()->second.deadline;
-  for (const auto& kv : st.calls)
-    first = std::min(first, kv.second.deadline);
-  if (st.check_at && *st.check_at <= first) return;
-  st.check_at = first;
+  if (st.check_at && *st.check_at <= due) return;
+  st.check_at = due;
   const auto now = self->clock().now();
-  self->delayed_send(self, first > now ? first - now : caf::actor_clock::duration_type{0},
+  self->delayed_send(self, due > now ? due - now : caf::actor_clock::duration_type{0},
                      watchdog_atom::value);
 }
 
@@ -350,7 +348,10 @@ void check_deadlines(reward_ptr self) {
                  c.index);
     settle(self, id, 0.0, true);
   }
-  arm_check(self);
+  auto next = caf::actor_clock::time_point::max();
+  for (const auto& kv : st.calls)
+    next = std::min(next, kv.second.deadline);
+  if (next != caf::actor_clock::time_point::max()) arm_check(self, next);
 }
 
 // Sends call `id` to the least loaded worker: a hung one stops getting work.
@@ -372,7 +373,7 @@ void dispatch(reward_ptr self, uint64_t id) {
     timeout += per_call * st.load[c.slot];
   }
   c.deadline = self->clock().now() + timeout;
-  arm_check(self);
+  arm_check(self, c.deadline);
   const auto& p = st.pending.at(c.group_id);
   // No CAF timeout (see reward_state::check_at): check_deadlines bounds the call.
   self->request(st.workers[c.slot], caf::infinite, score_atom::value, c.text, p.group.ground_truth,
