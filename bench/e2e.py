@@ -150,19 +150,14 @@ def summarize_run(rows, cores, workers):
         "t_gen_s": t_gen,
         "t_train_s": t_train,
     }
-    # Start-up latency (until the step's first group reaches the trainer) and the tail (training
-    # left after its last group), medians over steps after the warm-up.
-    firsts = [r["first_group_s"] for r in rows[w:] if r.get("first_group_s") is not None]
-    tails = [r["step_time_s"] - r["last_group_s"] for r in rows[w:] if r.get("last_group_s") is not None]
-    s["first_group_s"] = median(firsts)
-    trains = [r["first_train_s"] for r in rows[w:] if r.get("first_train_s") is not None]
-    s["first_train_s"] = median(trains)
-    mbs = [r["micro_batches"] for r in rows[w:] if r.get("micro_batches") is not None]
-    s["micro_batches"] = median(mbs)
-    s["tail_s"] = median(tails)
-    # Actor messaging share of CPU time, per step (added by the runtime when it measures it).
-    shares = [r["overhead_cpu_share"] for r in rows[w:] if r.get("overhead_cpu_share") is not None]
-    s["overhead_cpu_share"] = median(shares)
+    # Per-step fields, medians over steps after the warm-up (steps without the field left out):
+    # start-up latency (the step's first group at the trainer, its first forward/backward),
+    # micro-batches per step, and the CPU share outside compute regions.
+    for k in ("first_group_s", "first_train_s", "micro_batches", "overhead_cpu_share"):
+        s[k] = median([r[k] for r in rows[w:] if r.get(k) is not None])
+    # The tail: training left after the step's last group.
+    s["tail_s"] = median([r["step_time_s"] - r["last_group_s"] for r in rows[w:]
+                          if r.get("last_group_s") is not None])
     # Trainer padding: processed (padded) over real (non-padding) tokens, whole run.
     real = sum(r.get("tokens_real") or 0 for r in rows)
     if real > 0 and all("tokens_real" in r for r in rows):
