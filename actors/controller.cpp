@@ -14,6 +14,7 @@
 #include "actors/rollouter.hpp"
 #include "actors/synchronizer.hpp"
 #include "actors/trainer.hpp"
+#include "runtime/model/weight_sync.hpp"
 #include "runtime/task/epoch_order.hpp"
 #include "runtime/task/prompting.hpp"
 
@@ -396,7 +397,10 @@ void spawn_roles(ctrl_ptr self) {
   }
   st.queue = spawn_message_queue(sys, std::move(qa));
   st.reward = spawn_reward(sys, reward_args{env, st.queue});
-  const auto weights = restore ? restore->trainer.rollout_weights : st.args.initial;
+  // The rollouters' starting weights in their dtype, cast here once for all of them (a
+  // checkpoint's are in that dtype already).
+  const auto weights = convert_snapshot(
+      restore ? restore->trainer.rollout_weights : st.args.initial, rollout_weights_dtype(*env));
   std::vector<rollouter_actor> local;
   for (int32_t w = 0; w < static_cast<int32_t>(env->cfg.rollout.num_workers); ++w) {
     local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));

@@ -10,6 +10,7 @@
 #include "runtime/config/params.hpp"  // make_schedule, policy_trainer_params_from
 #include "runtime/config/run_config.hpp"
 #include "runtime/model/model_config.hpp"
+#include "runtime/model/weight_blob.hpp"
 #include "runtime/task/prompting.hpp"
 #include "runtime/task/reward.hpp"
 #include "runtime/text/tokenizer.hpp"
@@ -35,6 +36,12 @@ struct actor_env {
 };
 
 using env_ptr = std::shared_ptr<const actor_env>;
+
+/// The dtype of the snapshots rollouters load (rollout.dtype): cast once per version by the
+/// trainer (or once by the controller for the starting weights), never per rollouter.
+inline weight_dtype rollout_weights_dtype(const actor_env& env) {
+  return env.cfg.rollout.dtype == rollout_dtype::bf16 ? weight_dtype::bf16 : weight_dtype::float32;
+}
 
 /// Builds the environment (throws std::runtime_error when the chat template cannot be used
 /// with the tokenizer, or when runtime.affinity=roles needs more CPUs than the process may

@@ -525,9 +525,13 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   set_torch_threads(st.args.env->rollout_threads);
   compute_region cpu;  // building the model and loading the weights
   const auto& cfg = st.args.env->cfg;
-  torch::Device device(cfg.runtime.device);
+  torch::Device device(rollout_device(cfg.rollout, cfg.runtime));
   CausalLM model(st.args.env->model);
   model->to(device);
+  // bf16 rollouts: bf16 weights, activations and KV cache (the generator's cache follows the
+  // model's compute dtype); the snapshots arrive in bf16 already and are aliased on the CPU.
+  if (rollout_weights_dtype(*st.args.env) == weight_dtype::bf16)
+    cast_parameters(*model, torch::kBFloat16);
   model->eval();
   st.model = model.ptr();
   load_snapshot(*st.model, st.args.initial, /*alias=*/true);

@@ -100,7 +100,7 @@ double evaluate_now(trainer_ptr self) {
   const auto& cfg = st.args.env->cfg;
   if (!st.eval_model) {
     st.eval_model = CausalLM(st.args.env->model);
-    st.eval_model->to(torch::Device(cfg.runtime.device));
+    st.eval_model->to(torch::Device(trainer_device(cfg.trainer, cfg.runtime)));
     st.eval_model->eval();
   }
   load_snapshot(*st.eval_model, snapshot_weights(*st.pt->policy(), st.pt->version()),
@@ -213,7 +213,9 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
   c.held.assign(st.buffer.begin(), st.buffer.end());
   compute_region cpu;
   c.state = st.pt->save_state();
-  c.rollout_weights = snapshot_weights(*st.pt->policy(), st.pt->version());
+  // In the rollouters' dtype: on resume they load exactly what they held.
+  c.rollout_weights =
+      snapshot_weights(*st.pt->policy(), st.pt->version(), rollout_weights_dtype(*st.args.env));
   return c;
 }
 
@@ -227,9 +229,12 @@ void send_checkpoint(trainer_ptr self) {
 
 void publish(trainer_ptr self) {
   auto& st = self->state;
+  // The one cast of this version to the rollouters' dtype: every rollouter of the process
+  // shares the buffer, and remote ones receive it packed.
   auto snap = [&] {
     compute_region cpu;
-    return snapshot_weights(*st.pt->policy(), st.pt->version());
+    return snapshot_weights(*st.pt->policy(), st.pt->version(),
+                            rollout_weights_dtype(*st.args.env));
   }();
   self->request(st.args.synchronizer, caf::infinite, publish_atom::value, std::move(snap))
       .then(
@@ -447,7 +452,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
                           cfg.checkpoint.every_steps,
                           cfg.eval.every_steps};
   CausalLM policy(st.args.env->model);
-  policy->to(torch::Device(cfg.runtime.device));
+  policy->to(torch::Device(trainer_device(cfg.trainer, cfg.runtime)));
   load_snapshot(*policy, st.args.initial, /*alias=*/false);
   for (auto& p : policy->parameters())
     p.set_requires_grad(true);

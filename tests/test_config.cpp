@@ -90,6 +90,24 @@ TEST(Config, BadValuesSayWhatIsExpected) {
   EXPECT_TRUE(contains(msg, "c.yaml:3: key 'data.arith.ops'")) << msg;
 }
 
+// Catches a role device that ignores its own key or does not fall back to runtime.device, and a
+// malformed device accepted until torch throws deep inside a role.
+TEST(Config, RoleDevicesDefaultToTheRuntimeDevice) {
+  auto lc = load_config("", {"runtime.device=cuda:1"});
+  EXPECT_EQ(trainer_device(lc->cfg.trainer, lc->cfg.runtime), "cuda:1");
+  EXPECT_EQ(rollout_device(lc->cfg.rollout, lc->cfg.runtime), "cuda:1");
+  lc = load_config("", {"runtime.device=cuda:1", "trainer.device=cuda:0", "rollout.device=cpu"});
+  EXPECT_EQ(trainer_device(lc->cfg.trainer, lc->cfg.runtime), "cuda:0");
+  EXPECT_EQ(rollout_device(lc->cfg.rollout, lc->cfg.runtime), "cpu");
+  for (const char* bad : {"trainer.device=cuda:x", "rollout.device=gpu", "trainer.device=cuda:"}) {
+    auto msg = error_of("", {bad});
+    const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_TRUE(contains(msg, "key '" + key + "': expected cpu, cuda or cuda:N")) << msg;
+  }
+  auto msg = error_of("", {"runtime.device="});
+  EXPECT_TRUE(contains(msg, "key 'runtime.device'")) << msg;
+}
+
 TEST(Config, CrossKeyChecksNameTheLaterKey) {
   auto msg = error_of("data:\n  arith:\n    min_digits: 4\n    max_digits: 2\n");
   EXPECT_TRUE(contains(msg,
@@ -303,9 +321,13 @@ TEST(ConfigEnums, EveryNameRoundTrips) {
   expect_names<loss_aggregation>(
       "algorithm.loss_agg", [](const run_config& c) { return c.algorithm.loss_agg; },
       {{"token-mean", loss_aggregation::token_mean}, {"seq-mean", loss_aggregation::seq_mean}});
-  expect_names<train_precision>(
-      "trainer.precision", [](const run_config& c) { return c.trainer.precision; },
-      {{"float32", train_precision::float32}, {"float64", train_precision::float64}});
+  expect_names<train_precision>("trainer.precision",
+                                [](const run_config& c) { return c.trainer.precision; },
+                                {{"float32", train_precision::float32},
+                                 {"float64", train_precision::float64},
+                                 {"bf16", train_precision::bf16}});
+  expect_names<rollout_dtype>("rollout.dtype", [](const run_config& c) { return c.rollout.dtype; },
+                              {{"float32", rollout_dtype::float32}, {"bf16", rollout_dtype::bf16}});
 }
 
 TEST(ConfigEnums, DefaultsAreSpelledAsBefore) {
@@ -336,7 +358,8 @@ TEST(ConfigEnums, BadValueNamesTheKeyAndListsTheChoices) {
       << msg;
   // The C++ spelling of a value is not a config spelling.
   msg = error_of("", {"trainer.precision=f64"});
-  EXPECT_TRUE(contains(msg, "key 'trainer.precision': expected one of {float32, float64}")) << msg;
+  EXPECT_TRUE(contains(msg, "key 'trainer.precision': expected one of {float32, float64, bf16}"))
+      << msg;
   msg = error_of("workload:\n  lengths:\n");
   EXPECT_TRUE(contains(msg,
                        "c.yaml:2: key 'workload.lengths': has no value; expected one of "

@@ -1,7 +1,7 @@
 // The Hugging Face tokenizer.json reader against Hugging Face's own library: every expected
-// value here comes from tests/fixtures/tokenizer/expected_<name>.jsonl, which make_expected.js
+// value here comes from tests/fixtures/tokenizer/expected_<name>.jsonl, which make_expected.py
 // wrote with tokenizers 0.23.2 (the Rust crate's Node binding). The real Qwen2.5 and Llama 3
-// files are fetched by scripts/fetch_tokenizers.sh; without them these tests fail.
+// files are fetched by scripts/fetch_tokenizers.py; without them these tests fail.
 
 #include "runtime/text/hf_tokenizer.hpp"
 
@@ -44,7 +44,7 @@ std::string slurp(const std::string& path) {
 // Where each tokenizer under test lives (a directory with tokenizer.json, or one .json file).
 struct fixture {
   std::string json_path, config_path;
-  bool fetched;  // one of the real files scripts/fetch_tokenizers.sh downloads
+  bool fetched;  // one of the real files scripts/fetch_tokenizers.py downloads
 };
 
 const std::map<std::string, fixture>& fixtures() {
@@ -75,7 +75,7 @@ std::shared_ptr<const hf_tokenizer> get(const std::string& name) {
   const fixture& f = fixtures().at(name);
   if (!fs::exists(f.json_path)) {
     ADD_FAILURE() << f.json_path << " is missing"
-                  << (f.fetched ? ": run scripts/fetch_tokenizers.sh to download the real "
+                  << (f.fetched ? ": run scripts/fetch_tokenizers.py to download the real "
                                   "Qwen2.5 and Llama 3 tokenizer files"
                                 : "");
     return nullptr;
@@ -101,7 +101,7 @@ std::vector<std::string> corpus() {
 }
 
 // expected_<name>.jsonl with the corpus text filled in ("keep" defaults to the text, "skip" to
-// "keep", as make_expected.js leaves them out).
+// "keep", as make_expected.py leaves them out).
 std::vector<expected_line> expected(const std::string& name) {
   static const std::vector<std::string> lines = corpus();
   std::ifstream in(src("tests/fixtures/tokenizer/expected_" + name + ".jsonl"));
@@ -126,7 +126,7 @@ std::vector<expected_line> expected(const std::string& name) {
     out.push_back(std::move(e));
   }
   EXPECT_EQ(corpus_lines, lines.size())
-      << "expected_" << name << ".jsonl does not match corpus.jsonl: rerun make_expected.js";
+      << "expected_" << name << ".jsonl does not match corpus.jsonl: rerun make_expected.py";
   return out;
 }
 

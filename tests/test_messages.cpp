@@ -132,6 +132,7 @@ void expect_same(const weight_snapshot& a, const weight_snapshot& b) {
   if (!a.blob) return;
   EXPECT_EQ(a.blob->names, b.blob->names);
   EXPECT_EQ(a.blob->shapes, b.blob->shapes);
+  EXPECT_EQ(a.blob->dtype, b.blob->dtype);
   ASSERT_EQ(a.blob->data.size(), b.blob->data.size());
   // Bit-exact; memcmp must not see the null data() of an empty vector.
   if (!a.blob->data.empty())
@@ -182,14 +183,30 @@ std::shared_ptr<weight_blob> make_blob() {
   auto b = std::make_shared<weight_blob>();
   b->names = {"embed.weight", "layers.0.attn.qkv", "scale", "empty"};
   b->shapes = {{3, 4}, {5}, {}, {2, 0, 7}};  // 12 + 5 + 1 + 0 floats
+  b->resize(18);
+  float* f = b->floats();
   for (int i = 0; i < 18; ++i)
-    b->data.push_back(0.1f * static_cast<float>(i) - 0.7f);
+    f[i] = 0.1f * static_cast<float>(i) - 0.7f;
   uint32_t nan_bits = 0x7fc01234u;  // a quiet NaN with a payload
-  std::memcpy(&b->data[0], &nan_bits, sizeof nan_bits);
-  b->data[1] = -0.0f;
-  b->data[2] = std::numeric_limits<float>::infinity();
-  b->data[3] = std::numeric_limits<float>::denorm_min();
-  b->data[4] = std::numeric_limits<float>::max();
+  std::memcpy(&f[0], &nan_bits, sizeof nan_bits);
+  f[1] = -0.0f;
+  f[2] = std::numeric_limits<float>::infinity();
+  f[3] = std::numeric_limits<float>::denorm_min();
+  f[4] = std::numeric_limits<float>::max();
+  return b;
+}
+
+// The same tensors as bf16: 18 two-byte elements whose bit patterns (a NaN payload, -0, inf,
+// the smallest subnormal) a float32 path would not keep.
+std::shared_ptr<weight_blob> make_bf16_blob() {
+  auto b = make_blob();
+  b->dtype = weight_dtype::bf16;
+  b->resize(18);
+  const uint16_t bits[] = {0x7fc1, 0x8000, 0x7f80, 0x0001, 0x7f7f, 0x3f80};
+  for (size_t i = 0; i < 18; ++i) {
+    uint16_t v = i < 6 ? bits[i] : static_cast<uint16_t>(0x3c00 + 37 * i);
+    std::memcpy(b->data.data() + 2 * i, &v, 2);
+  }
   return b;
 }
 
@@ -337,6 +354,7 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
   check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
   check(make_run_result());
   check(weight_snapshot{23, make_blob()});
+  check(weight_snapshot{24, make_bf16_blob()});
 }
 
 // CAF 0.17.6's own float packing turns -0 into +0, NaN into 1, subnormals into huge values and
@@ -452,9 +470,9 @@ TEST_F(Messages, LargeSnapshotRoundTripsAndPrintsShort) {
   auto b = std::make_shared<weight_blob>();
   b->names = {"w"};
   b->shapes = {{1000, 1000}};
-  b->data.resize(1000000);
-  for (size_t i = 0; i < b->data.size(); ++i)
-    b->data[i] = std::sin(static_cast<float>(i));
+  b->resize(1000000);
+  for (int64_t i = 0; i < b->numel(); ++i)
+    b->floats()[i] = std::sin(static_cast<float>(i));
   weight_snapshot w{41, b};
   auto buf = save(w, sys);
   EXPECT_GE(buf.size(), 4000000u);
@@ -508,7 +526,8 @@ TEST_F(Messages, UnpackWeightsRejectsCorruptInput) {
   auto good = pack_map({"a", "b"}, {{2, 3}, {4}}, 40);
   auto w = unpack_weights(good.data(), good.size());  // control: the hand-built map is valid
   EXPECT_EQ(w.version, 3);
-  EXPECT_EQ(w.blob->data.size(), 10u);
+  EXPECT_EQ(w.blob->numel(), 10);
+  EXPECT_EQ(w.blob->dtype, weight_dtype::float32);  // no "dtype" key: what older senders wrote
 
   auto full = pack_weights(weight_snapshot{9, make_blob()});
   for (size_t n = 0; n < full.size(); ++n)
@@ -532,6 +551,42 @@ TEST_F(Messages, UnpackWeightsRejectsCorruptInput) {
   expect_rejected(pack_values(std::map<std::string, std::vector<float>>{
                       {"names", {}}, {"shapes", {}}, {"data", {1.0f}}}),
                   "data as an array, not bin");
+}
+
+// bf16 snapshots (rollout.dtype=bf16) carry 2-byte elements under a "dtype" key, which may come
+// after the data. Catches the element count taken as bytes / 4 whatever the dtype, the dtype
+// key ignored or read only before "data", and an unknown dtype taken as float32.
+TEST_F(Messages, Bf16SnapshotsRoundTripInTwoByteElements) {
+  weight_snapshot w{24, make_bf16_blob()};
+  auto packed = pack_weights(w);
+  expect_same(w, unpack_weights(packed.data(), packed.size()));
+  expect_same(w, round_trip(w));
+  EXPECT_THROW(w.blob->floats(), std::logic_error);  // not float32
+  // {2, 3} and {4}: 10 elements; "dtype" after "data".
+  auto map = [](const std::string& dtype, size_t bytes) {
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(&buf);
+    pk.pack_map(5);
+    pk.pack(std::string("version")), pk.pack(int64_t{3});
+    pk.pack(std::string("names")), pk.pack(std::vector<std::string>{"a", "b"});
+    pk.pack(std::string("shapes")), pk.pack(std::vector<std::vector<int64_t>>{{2, 3}, {4}});
+    std::vector<char> data(bytes, 0);
+    pk.pack(std::string("data"));
+    pk.pack_bin(static_cast<uint32_t>(bytes));
+    pk.pack_bin_body(data.data(), static_cast<uint32_t>(bytes));
+    pk.pack(std::string("dtype")), pk.pack(dtype);
+    return std::vector<char>(buf.data(), buf.data() + buf.size());
+  };
+  auto ok = map("bf16", 20);
+  auto u = unpack_weights(ok.data(), ok.size());
+  EXPECT_EQ(u.blob->dtype, weight_dtype::bf16);
+  EXPECT_EQ(u.blob->numel(), 10);
+  auto f32 = map("float32", 40);
+  EXPECT_EQ(unpack_weights(f32.data(), f32.size()).blob->numel(), 10);
+  expect_rejected(map("bf16", 40), "float32-sized data under a bf16 dtype");
+  expect_rejected(map("bf16", 21), "an odd byte count for bf16");
+  expect_rejected(map("float32", 20), "bf16-sized data under float32");
+  expect_rejected(map("fp8", 10), "an unknown dtype");
 }
 
 // Element counts must not wrap: 4 * (2^62 + 1) is 4 modulo 2^64.

@@ -272,13 +272,15 @@ std::shared_ptr<const weight_blob> make_blob(float scale) {
   auto b = std::make_shared<weight_blob>();
   b->names = {"embed.weight", "layers.0.attn.qkv", "scale", "empty"};
   b->shapes = {{3, 4}, {5}, {}, {2, 0, 7}};  // 12 + 5 + 1 + 0 floats
+  b->resize(18);
+  float* f = b->floats();
   for (int i = 0; i < 18; ++i)
-    b->data.push_back(scale * static_cast<float>(i) - 0.7f);
+    f[i] = scale * static_cast<float>(i) - 0.7f;
   uint32_t nan_bits = 0x7fc01234u;  // a quiet NaN with a payload
-  std::memcpy(&b->data[0], &nan_bits, sizeof nan_bits);
-  b->data[1] = -0.0f;
-  b->data[2] = std::numeric_limits<float>::infinity();
-  b->data[3] = std::numeric_limits<float>::denorm_min();
+  std::memcpy(&f[0], &nan_bits, sizeof nan_bits);
+  f[1] = -0.0f;
+  f[2] = std::numeric_limits<float>::infinity();
+  f[3] = std::numeric_limits<float>::denorm_min();
   return b;
 }
 

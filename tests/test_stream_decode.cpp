@@ -30,7 +30,7 @@ bool whole_utf8(const std::string& s) {
 // held back and lost at the end, and special tokens leaking into the text.
 TEST(StreamDecode, TokenByTokenOutputIsAlwaysWholeCharactersAndEqualsTheText) {
   auto dir = std::string(ASYNCRL_SOURCE_DIR) + "/tests/fixtures/hf/qwen2_5";
-  ASSERT_TRUE(std::ifstream(dir + "/tokenizer.json")) << "run scripts/fetch_tokenizers.sh";
+  ASSERT_TRUE(std::ifstream(dir + "/tokenizer.json")) << "run scripts/fetch_tokenizers.py";
   auto tok = hf_tokenizer::load_dir(dir);
   const std::string texts[] = {"日本語の文章と絵文字 🤖👩‍👩‍👧 café",
                                "Ответ: 42 ✓", "#### 7"};

@@ -185,9 +185,9 @@ weight_snapshot make_weights(int64_t version, float seed) {
   auto b = std::make_shared<weight_blob>();
   b->names = {"embed", "head"};
   b->shapes = {{40, 50}, {1000}};
-  b->data.resize(3000);
-  for (size_t i = 0; i < b->data.size(); ++i)
-    b->data[i] = seed + 0.001f * static_cast<float>(i);
+  b->resize(3000);
+  for (int64_t i = 0; i < b->numel(); ++i)
+    b->floats()[i] = seed + 0.001f * static_cast<float>(i);
   return weight_snapshot{version, b};
 }
 

@@ -20,7 +20,8 @@ struct common_model_options {
 model_bundle open_model(const common_model_options& m);
 
 /// The model's tokenizer; throws naming the directory, and `what` to do, when it has none.
-const tokenizer& need_tokenizer(const model_bundle& b, const std::string& dir,
-                                const std::string& what);
+/// (`what` is a C string: a std::string temporary there makes g++ 13 warn -Wdangling-reference
+/// on every caller that binds the returned reference.)
+const tokenizer& need_tokenizer(const model_bundle& b, const std::string& dir, const char* what);
 
 }  // namespace asyncrl

@@ -25,6 +25,9 @@ run_start start_run(const loaded_config& lc) {
   run_start r;
   r.dir = prepare_run_dir(lc);
   r.device = c10::Device(cfg.runtime.device);
+  // The roles' own devices, before any work (an explicit key only: empty is runtime.device).
+  if (!cfg.trainer.device.empty()) check_device(cfg.trainer.device, "trainer.device");
+  if (!cfg.rollout.device.empty()) check_device(cfg.rollout.device, "rollout.device");
   r.data = load_task_data(cfg.data, cfg.reward.function != reward_function::external);
   write_task_data(r.data, (std::filesystem::path(r.dir) / "data").string());
   return r;
@@ -74,14 +77,13 @@ void check_free_space(const std::string& dir, uint64_t need_bytes) {
                              " MiB for checkpoint.keep + 1 checkpoints and the final model");
 }
 
-void check_device(const std::string& device) {
+void check_device(const std::string& device, const std::string& key) {
   c10::Device d(device);  // throws on a malformed string
   if (d.is_cuda() && !torch::cuda::is_available())
-    throw std::runtime_error("runtime.device is '" + device +
-                             "' but this libtorch has no usable CUDA device; use "
-                             "runtime.device=cpu");
+    throw std::runtime_error(key + " is '" + device +
+                             "' but this libtorch has no usable CUDA device; use " + key + "=cpu");
   if (d.is_cuda() && d.has_index() && d.index() >= static_cast<int>(torch::cuda::device_count()))
-    throw std::runtime_error("runtime.device is '" + device + "' but only " +
+    throw std::runtime_error(key + " is '" + device + "' but only " +
                              std::to_string(torch::cuda::device_count()) + " CUDA devices exist");
 }
 

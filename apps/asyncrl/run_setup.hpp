@@ -42,7 +42,7 @@ std::string prepare_run_dir(const loaded_config& lc);
 void check_free_space(const std::string& dir, uint64_t need_bytes);
 
 /// Checks a device string ("cpu", "cuda", "cuda:N") against what this libtorch can use;
-/// throws std::runtime_error with advice when CUDA is asked for but missing.
-void check_device(const std::string& device);
+/// throws std::runtime_error naming `key` with advice when CUDA is asked for but missing.
+void check_device(const std::string& device, const std::string& key = "runtime.device");
 
 }  // namespace asyncrl

@@ -24,16 +24,10 @@ namespace {
 
 // The run's config comes from the controller; a worker may only set what concerns this
 // machine. Anything else would silently make its rollouts differ from the run's.
-const char* const kLocalKeys[] = {"cluster.tls.certificate",
-                                  "cluster.tls.key",
-                                  "cluster.tls.ca",
-                                  "cluster.request_timeout_ms",
-                                  "runtime.device",
-                                  "runtime.log_level",
-                                  "runtime.caf_threads",
-                                  "rollout.threads",
-                                  "model.path",
-                                  "runtime.affinity"};
+const char* const kLocalKeys[] = {
+    "cluster.tls.certificate", "cluster.tls.key", "cluster.tls.ca",    "cluster.request_timeout_ms",
+    "runtime.device",          "rollout.device",  "runtime.log_level", "runtime.caf_threads",
+    "rollout.threads",         "model.path",      "runtime.affinity"};
 
 void check_local(const std::vector<std::string>& overrides) {
   for (auto& o : overrides) {

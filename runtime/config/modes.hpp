@@ -51,6 +51,18 @@ constexpr const auto& enum_names(lr_schedule_kind) {
   return lr_schedule_kind_names;
 }
 
+// rollout ------------------------------------------------------------------------------------
+
+/// rollout.dtype: the rollouters' weights, activations and KV cache. bf16 halves their memory
+/// and the bytes of every weight sync; the trainer's log-probs then differ from the rollout's
+/// by the rounding (update_stats' mismatch_* metrics measure it).
+enum class rollout_dtype { float32, bf16 };
+inline constexpr enum_name<rollout_dtype> rollout_dtype_names[] = {
+    {rollout_dtype::float32, "float32"}, {rollout_dtype::bf16, "bf16"}};
+constexpr const auto& enum_names(rollout_dtype) {
+  return rollout_dtype_names;
+}
+
 // reward -------------------------------------------------------------------------------------
 
 /// reward.function: which rule scores a response.
@@ -142,10 +154,14 @@ constexpr const auto& enum_names(loss_aggregation) {
 
 // trainer ------------------------------------------------------------------------------------
 
-/// trainer.precision: the trainer's weights and arithmetic (rollouts always run float32).
-enum class train_precision { float32, float64 };
+/// trainer.precision: the trainer's weights and arithmetic. bf16 is mixed precision: float32
+/// master weights, gradients and AdamW state, a bf16 forward and backward, float32 softmax,
+/// log-probs and loss.
+enum class train_precision { float32, float64, bf16 };
 inline constexpr enum_name<train_precision> train_precision_names[] = {
-    {train_precision::float32, "float32"}, {train_precision::float64, "float64"}};
+    {train_precision::float32, "float32"},
+    {train_precision::float64, "float64"},
+    {train_precision::bf16, "bf16"}};
 constexpr const auto& enum_names(train_precision) {
   return train_precision_names;
 }

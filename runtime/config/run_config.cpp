@@ -112,6 +112,12 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
   s.add("rollout.threads", &rollout.threads,
         "torch threads per rollout worker; 0 = all cores in sync+colocate, else shared",
         non_negative_int());
+  s.add_enum("rollout.dtype", &rollout.dtype,
+             "the rollouters' weights, activations and KV cache (bf16: cast once per weights "
+             "version; log-probs and sampling stay float32)");
+  s.add("rollout.device", &rollout.device,
+        "torch device of the rollouters: cpu, cuda or cuda:N; empty = runtime.device",
+        device_or_empty());
 }
 
 void bind_reward(config_schema& s, reward_section& reward) {
@@ -279,7 +285,8 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
         "accumulate gradients in float64 so that arrival order does not change the result");
   s.add_enum("trainer.precision", &tr.precision,
              "the trainer's weights and arithmetic; float64 makes updates independent of the "
-             "micro-batch partition to ~1e-12 (rollouts always run float32)");
+             "micro-batch partition to ~1e-12; bf16 is mixed precision (float32 master weights "
+             "and AdamW state, bf16 forward and backward, float32 log-probs and loss)");
   s.add("trainer.compute_ref", &tr.compute_ref,
         "run the reference model for the kl metric even when kl_coef is 0");
   s.add("trainer.lr", &tr.lr, "peak learning rate", positive());
@@ -294,6 +301,9 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
   s.add("trainer.total_steps", &tr.total_steps, "optimizer steps of an RL run", positive_int());
   s.add("trainer.threads", &tr.threads, "torch threads of the trainer; 0 = by mode",
         non_negative_int());
+  s.add("trainer.device", &tr.device,
+        "torch device of the trainer: cpu, cuda or cuda:N; empty = runtime.device",
+        device_or_empty());
 }
 
 void bind_runtime(config_schema& s, runtime_section& runtime) {
@@ -302,10 +312,11 @@ void bind_runtime(config_schema& s, runtime_section& runtime) {
         [](const std::string& v) {
           return v.empty() ? std::string("must not be empty") : std::string();
         });
-  s.add("runtime.device", &runtime.device, "torch device: cpu, cuda or cuda:N",
+  s.add("runtime.device", &runtime.device,
+        "torch device: cpu, cuda or cuda:N (of every role unless trainer.device or "
+        "rollout.device says otherwise)",
         [](const std::string& v) {
-          if (v == "cpu" || v == "cuda" || v.rfind("cuda:", 0) == 0) return std::string();
-          return std::string("expected cpu, cuda or cuda:N");
+          return v.empty() ? std::string("expected cpu, cuda or cuda:N") : device_or_empty()(v);
         });
   s.add("runtime.threads", &runtime.threads, "torch threads; 0 = all cores", non_negative_int());
   s.add("runtime.caf_threads", &runtime.caf_threads,

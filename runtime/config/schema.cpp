@@ -377,6 +377,16 @@ std::function<std::string(const double&)> in_range(double lo, double hi) {
   };
 }
 
+std::function<std::string(const std::string&)> device_or_empty() {
+  return [](const std::string& v) {
+    if (v.empty() || v == "cpu" || v == "cuda") return std::string();
+    const auto n = v.rfind("cuda:", 0) == 0 ? v.substr(5) : std::string();
+    if (!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos)
+      return std::string();
+    return std::string("expected cpu, cuda or cuda:N");
+  };
+}
+
 }  // namespace checks
 
 }  // namespace asyncrl

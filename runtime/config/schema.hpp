@@ -108,6 +108,9 @@ std::function<std::string(const int64_t&)> int_at_least(int64_t lo);
 std::function<std::string(const double&)> positive();
 std::function<std::string(const double&)> non_negative();
 std::function<std::string(const double&)> in_range(double lo, double hi);
+/// A torch device string: cpu, cuda or cuda:N; empty is allowed (the key then defaults to
+/// another one).
+std::function<std::string(const std::string&)> device_or_empty();
 }  // namespace checks
 
 }  // namespace asyncrl

@@ -91,6 +91,8 @@ struct rollout_section {
   int64_t max_batch = 128;   // KV-cache slots per worker (continuous batching)
   int64_t chunk_tokens = 4;  // decode steps between control-message checks
   int64_t threads = 0;       // torch threads per rollout worker; 0 = by mode
+  rollout_dtype dtype = rollout_dtype::float32;
+  std::string device;  // cpu, cuda, cuda:N; empty = runtime.device
 };
 
 /// reward.function=external: a scorer process or server (docs/reward-protocol.md).
@@ -176,12 +178,13 @@ struct trainer_section {
   double grad_clip = 1.0;
   int64_t total_steps = 20;
   int64_t threads = 0;  // torch threads of the trainer; 0 = by mode
+  std::string device;   // cpu, cuda, cuda:N; empty = runtime.device
 };
 
 struct runtime_section {
   int64_t seed = 1;
   std::string run_dir = "runs/demo";
-  std::string device = "cpu";  // cpu, cuda, cuda:N
+  std::string device = "cpu";  // cpu, cuda, cuda:N; the default of trainer.device, rollout.device
   int64_t threads = 0;         // torch intra-op threads; 0 = all cores
   int64_t caf_threads = 0;     // CAF scheduler threads of the cooperative actors; 0 = one
   // Pin the trainer and each rollouter to their own cores (actors/env.cpp's split). Off by
@@ -193,6 +196,15 @@ struct runtime_section {
   bool eval_after = true;            // train: evaluate the final model on the test split
   double progress_timeout_s = 1800;  // watchdog: no optimizer step for this long fails the run
 };
+
+/// The device of the trainer and of this process's rollouters: their own key, else
+/// runtime.device.
+inline const std::string& trainer_device(const trainer_section& t, const runtime_section& r) {
+  return t.device.empty() ? r.device : t.device;
+}
+inline const std::string& rollout_device(const rollout_section& o, const runtime_section& r) {
+  return o.device.empty() ? r.device : o.device;
+}
 
 /// Checkpoints of a train run (docs/fault-tolerance.md).
 struct checkpoint_section {

@@ -196,7 +196,8 @@ struct generator::impl {
     }
     if (batch.empty()) return;
     if (opt.use_kv_cache && cache.slots == 0)
-      cache = kv_cache(model->config(), opt.max_slots, opt.max_seq_len, device);
+      cache =
+          kv_cache(model->config(), opt.max_slots, opt.max_seq_len, device, model->compute_dtype());
 
     std::map<std::vector<int32_t>, size_t> unique_index;
     std::vector<std::vector<int32_t>> unique;

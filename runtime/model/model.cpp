@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/linear.h>
 
 #include <cmath>
 #include <limits>
@@ -11,9 +12,10 @@ namespace asyncrl {
 
 using torch::indexing::Slice;
 
-kv_cache::kv_cache(const model_config& cfg, int64_t slots_, int64_t max_len_, torch::Device device)
+kv_cache::kv_cache(const model_config& cfg, int64_t slots_, int64_t max_len_, torch::Device device,
+                   torch::ScalarType dtype)
     : slots(slots_), max_len(max_len_) {
-  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  auto opts = torch::TensorOptions().dtype(dtype).device(device);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     k.push_back(torch::zeros({slots, cfg.num_key_value_heads, max_len, cfg.head_dim}, opts));
     v.push_back(torch::zeros({slots, cfg.num_key_value_heads, max_len, cfg.head_dim}, opts));
@@ -44,7 +46,7 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   // At least float32 (HF upcasts half precision here); float64 models stay float64.
   auto xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat32);
   auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  return weight * (xf * torch::rsqrt(var + eps_)).to(x.scalar_type());
+  return as_compute(weight, x) * (xf * torch::rsqrt(var + eps_)).to(x.scalar_type());
 }
 
 AttentionImpl::AttentionImpl(const model_config& cfg)
@@ -73,17 +75,24 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos,
   return x * cos + rotate_half(x) * sin;
 }
 
+// x @ W^T + b with W and b in x's dtype (as_compute).
+torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) {
+  const auto& b = l->bias;
+  return torch::nn::functional::linear(x, as_compute(l->weight, x),
+                                       b.defined() ? as_compute(b, x) : b);
+}
+
 }  // namespace
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inputs& in) {
   const auto B = x.size(0), T = x.size(1), G = heads_ / kv_heads_;
   // (B, T, H*D) -> (B, H, T, D)
-  auto q = q_proj(x).view({B, T, heads_, head_dim_}).transpose(1, 2);
-  auto k = k_proj(x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
-  auto v = v_proj(x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  auto q = linear(q_proj, x).view({B, T, heads_, head_dim_}).transpose(1, 2);
+  auto k = linear(k_proj, x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  auto v = linear(v_proj, x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
   q = apply_rope(q, in.cos, in.sin);
   k = apply_rope(k, in.cos, in.sin);
-  if (in.segments != nullptr) return o_proj(segment_attention(q, k, v, *in.segments));
+  if (in.segments != nullptr) return linear(o_proj, segment_attention(q, k, v, *in.segments));
 
   torch::Tensor keys, values, mask;
   if (in.cache != nullptr) {
@@ -109,7 +118,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inp
   // GQA without repeating keys: query heads h = kv * G + g share kv head `kv`.
   // (B, KVH, G*T, D) @ (B, KVH, D, S) -> (B, KVH, G*T, S)
   auto qg = q.reshape({B, kv_heads_, G * T, head_dim_});
-  auto scores = torch::matmul(qg, keys.transpose(-1, -2)) / std::sqrt(double(head_dim_));
+  // Scores, mask and softmax in at least float32 (HF's eager attention upcasts bf16 there too).
+  auto scores =
+      at_least_float(torch::matmul(qg, keys.transpose(-1, -2))) / std::sqrt(double(head_dim_));
   scores = scores.view({B, kv_heads_, G, T, S});
   // The lowest float rather than -inf: masked keys still get exactly zero weight, and a query
   // that may see no key at all (padding) gets a uniform row instead of NaN.
@@ -121,12 +132,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inp
                       .tril(S - T);
     scores = scores.masked_fill(causal.logical_not(), lowest);
   }
-  auto probs = torch::softmax(scores, -1).view({B, kv_heads_, G * T, S});
+  auto probs = torch::softmax(scores, -1).to(values.scalar_type()).view({B, kv_heads_, G * T, S});
   auto out = torch::matmul(probs, values)          // (B, KVH, G*T, D)
                  .view({B, heads_, T, head_dim_})  // (B, H, T, D)
                  .transpose(1, 2)
                  .reshape({B, T, heads_ * head_dim_});
-  return o_proj(out);
+  return linear(o_proj, out);
 }
 
 MLPImpl::MLPImpl(const model_config& cfg) {
@@ -139,7 +150,7 @@ MLPImpl::MLPImpl(const model_config& cfg) {
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  return linear(down_proj, torch::silu(linear(gate_proj, x)) * linear(up_proj, x));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const model_config& cfg) {
@@ -172,14 +183,19 @@ TransformerImpl::TransformerImpl(const model_config& cfg) {
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Tensor& pos,
-                                       attention_inputs& in) {
-  // (B, T, D/2) angles -> (B, 1, T, D) tables, duplicated halves as in HF.
-  // In the model's precision: float32 as in HF, float64 for a float64 trainer.
+                                       attention_inputs& in,
+                                       std::optional<torch::ScalarType> compute) {
+  // Gathering rows of the float32 table and casting them equals gathering from a cast table,
+  // and the gradient still reaches the float32 rows.
+  auto h = embed_tokens(ids);
+  if (compute && h.scalar_type() != *compute) h = h.to(*compute);
+  // (B, T, D/2) angles -> (B, 1, T, D) tables, duplicated halves as in HF: computed in
+  // inv_freq's float32 (float64 for a float64 trainer), then cast to the activations' dtype as
+  // HF does for bf16.
   auto freqs = pos.to(inv_freq_.scalar_type()).unsqueeze(-1) * inv_freq_;
   auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
-  in.cos = emb.cos();
-  in.sin = emb.sin();
-  auto h = embed_tokens(ids);
+  in.cos = emb.cos().to(h.scalar_type());
+  in.sin = emb.sin().to(h.scalar_type());
   for (size_t l = 0; l < layer_list_.size(); ++l) {
     in.layer = static_cast<int64_t>(l);
     h = layer_list_[l]->forward(h, in);
@@ -222,7 +238,7 @@ torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor
                                    const torch::Tensor& mask) {
   check_ids(ids, pos, cfg_);
   auto in = full_inputs(mask);
-  return model(ids, pos, in);
+  return model->forward(ids, pos, in, compute_);
 }
 
 torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor& pos,
@@ -231,12 +247,17 @@ torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor
   TORCH_CHECK(ids.size(0) == 1, "a padding-free forward takes one row, got ", ids.sizes());
   attention_inputs in;
   in.segments = &segments;
-  return model(ids, pos, in);
+  return model->forward(ids, pos, in, compute_);
 }
 
 torch::Tensor CausalLMImpl::lm_logits(const torch::Tensor& h) {
-  if (lm_head) return lm_head(h);
-  return torch::matmul(h, model->embed_tokens->weight.t());
+  if (lm_head) return linear(lm_head, h);
+  return torch::matmul(h, as_compute(model->embed_tokens->weight, h).t());
+}
+
+torch::ScalarType CausalLMImpl::compute_dtype() const {
+  if (compute_) return *compute_;
+  return model->embed_tokens->weight.scalar_type();
 }
 
 torch::Tensor CausalLMImpl::forward(const torch::Tensor& ids, const torch::Tensor& pos,
@@ -253,7 +274,7 @@ torch::Tensor CausalLMImpl::prefill(const torch::Tensor& ids, const torch::Tenso
   v_out.clear();
   in.k_out = &k_out;
   in.v_out = &v_out;
-  auto h = model(ids, pos, in);  // (B, T, hidden)
+  auto h = model->forward(ids, pos, in, compute_);  // (B, T, hidden)
   auto rows = torch::arange(ids.size(0), last.options());
   return lm_logits(h.index({rows, last}));  // (B, V)
 }
@@ -271,7 +292,7 @@ torch::Tensor CausalLMImpl::decode(const torch::Tensor& ids, const torch::Tensor
   // Row b sees keys 0..pos[b]; the rest of the span belongs to longer rows.
   auto keys = torch::arange(in.cache_span, pos.options());
   in.mask = (keys.unsqueeze(0) <= pos.unsqueeze(1)).view({B, 1, 1, 1, in.cache_span});
-  auto h = model(ids.unsqueeze(1), pos.unsqueeze(1), in);  // (B, 1, hidden)
+  auto h = model->forward(ids.unsqueeze(1), pos.unsqueeze(1), in, compute_);  // (B, 1, hidden)
   return lm_logits(h.squeeze(1));
 }
 
@@ -280,6 +301,12 @@ std::vector<std::pair<std::string, torch::Tensor>> CausalLMImpl::ordered_paramet
   for (auto& item : named_parameters(/*recurse=*/true))
     out.emplace_back(item.key(), item.value());
   return out;
+}
+
+void cast_parameters(CausalLMImpl& model, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters())
+    if (p.scalar_type() != dtype) p.set_data(p.to(dtype));
 }
 
 CausalLM init_causal_lm(const model_config& cfg, double std, uint64_t seed, torch::Device device) {

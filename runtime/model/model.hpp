@@ -8,24 +8,28 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/model/model_config.hpp"
+#include "runtime/model/precision.hpp"
 #include "runtime/model/segment_attention.hpp"
 
 namespace asyncrl {
 
 /// Slot-major key/value cache for continuous batching. Rows 0..n-1 are the live sequences;
-/// k[l], v[l] are (slots, kv_heads, max_len, head_dim), keys stored after RoPE.
+/// k[l], v[l] are (slots, kv_heads, max_len, head_dim), keys stored after RoPE, in the model's
+/// compute dtype (bf16 rollouts keep a bf16 cache: half the memory of float32).
 struct kv_cache {
   std::vector<torch::Tensor> k, v;
   int64_t slots = 0;
   int64_t max_len = 0;
 
   kv_cache() = default;
-  kv_cache(const model_config& cfg, int64_t slots, int64_t max_len, torch::Device device);
+  kv_cache(const model_config& cfg, int64_t slots, int64_t max_len, torch::Device device,
+           torch::ScalarType dtype = torch::kFloat32);
   /// Copies row `from` over row `to` in every layer (swap-remove on finish).
   void move_row(int64_t from, int64_t to);
   /// Writes the first `len` positions of `src_k/src_v[l][src]` ((B, kv_heads, T, head_dim)
@@ -34,7 +38,7 @@ struct kv_cache {
                     const std::vector<torch::Tensor>& src_v, int64_t src, int64_t len);
 };
 
-/// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight, computed in float32.
+/// RMSNorm: x * rsqrt(mean(x^2) + eps) * weight, the statistics computed in float32.
 class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
@@ -49,7 +53,7 @@ TORCH_MODULE(RMSNorm);
 /// What the attention of one forward pass needs besides x: rotary tables, the mask, and in
 /// decode mode the cache to write into and read from.
 struct attention_inputs {
-  torch::Tensor cos, sin;     // (B, 1, T, head_dim)
+  torch::Tensor cos, sin;     // (B, 1, T, head_dim), in the compute dtype
   torch::Tensor mask;         // bool (B, 1, 1, T, Tk) true = attend; undefined = causal
   kv_cache* cache = nullptr;  // decode: T == 1, rows 0..B-1
   torch::Tensor cache_pos;    // decode: (B,) int64 position written for each row
@@ -95,8 +99,10 @@ TORCH_MODULE(DecoderLayer);
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const model_config& cfg);
-  /// ids, pos: (B, T) int64. Returns hidden states (B, T, hidden) after the final norm.
-  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& pos, attention_inputs& in);
+  /// ids, pos: (B, T) int64. Returns hidden states (B, T, hidden) after the final norm, in
+  /// `compute` (undefined: the embedding's dtype).
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& pos, attention_inputs& in,
+                        std::optional<torch::ScalarType> compute = std::nullopt);
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
@@ -124,8 +130,16 @@ class CausalLMImpl : public torch::nn::Module {
   /// back to back, and `segments` says which keys each token sees.
   torch::Tensor hidden(const torch::Tensor& ids, const torch::Tensor& pos,
                        const segment_plan& segments);
-  /// (..., hidden) -> (..., V).
+  /// (..., hidden) -> (..., V), in the dtype of `h`.
   torch::Tensor lm_logits(const torch::Tensor& h);
+
+  /// The dtype the forward computes in. Unset (the default): the parameters' dtype. Set to
+  /// bf16 on a float32 model: activations, matmuls and the KV cache are bf16 while parameters
+  /// and their gradients stay float32 (mixed precision with float32 master weights). The
+  /// statistics of RMSNorm and every softmax are float32 either way.
+  void set_compute_dtype(std::optional<torch::ScalarType> dtype) { compute_ = dtype; }
+  /// The dtype of the activations (and the KV cache) of this model's forward.
+  torch::ScalarType compute_dtype() const;
 
   /// Prefill for generation: returns logits of the last position of each row, (B, V), and
   /// the per-layer keys/values (B, kv_heads, T, head_dim). `last`: (B,) index of each row's
@@ -148,8 +162,13 @@ class CausalLMImpl : public torch::nn::Module {
 
  private:
   model_config cfg_;
+  std::optional<torch::ScalarType> compute_;
 };
 TORCH_MODULE(CausalLM);
+
+/// Converts the parameters (not the buffers: the rotary inv_freq stays float32, as HF keeps it)
+/// to `dtype`, e.g. bf16 for a bf16 rollouter; the forward then computes in that dtype.
+void cast_parameters(CausalLMImpl& model, torch::ScalarType dtype);
 
 /// A fresh model with normal(0, std) weights, zero biases and unit norms, from `seed`.
 CausalLM init_causal_lm(const model_config& cfg, double std, uint64_t seed, torch::Device device);

@@ -1,5 +1,7 @@
 #include "runtime/model/segment_attention.hpp"
 
+#include "runtime/model/precision.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -149,9 +151,11 @@ at::Tensor segment_attention(const at::Tensor& q, const at::Tensor& k, const at:
     qb = qb.reshape({nb, KVH, G * Lq, D});
     auto kb = kt.index_select(1, b.k_idx).view({KVH, nb, Lk, D}).permute({1, 0, 2, 3});
     auto vb = vt.index_select(1, b.k_idx).view({KVH, nb, Lk, D}).permute({1, 0, 2, 3});
-    auto scores = at::matmul(qb, kb.transpose(-1, -2)) / scale;  // (nb, KVH, G*Lq, Lk)
+    // Scores, mask and softmax in at least float32; probs back in the values' dtype.
+    auto scores =
+        at_least_float(at::matmul(qb, kb.transpose(-1, -2))) / scale;  // (nb, KVH, G*Lq, Lk)
     scores = scores.view({nb, KVH, G, Lq, Lk}).masked_fill(b.mask.logical_not(), lowest);
-    auto probs = at::softmax(scores, -1).view({nb, KVH, G * Lq, Lk});
+    auto probs = at::softmax(scores, -1).to(vb.scalar_type()).view({nb, KVH, G * Lq, Lk});
     auto out = at::matmul(probs, vb)       // (nb, KVH, G*Lq, D)
                    .view({nb, H, Lq, D})   // heads h = kv * G + g
                    .permute({0, 2, 1, 3})  // (nb, Lq, H, D)

@@ -37,15 +37,31 @@ struct uninitialized_allocator : std::allocator<T> {
   }
 };
 
-/// Floats that resize() does not zero.
-using float_buffer = std::vector<float, uninitialized_allocator<float>>;
+/// Bytes that resize() does not zero (operator new's alignment, enough for float32 and bf16).
+using byte_buffer = std::vector<unsigned char, uninitialized_allocator<unsigned char>>;
 
-/// All parameters of a model as one contiguous float32 buffer, tensors in a fixed order.
+/// The element type of a snapshot: float32 (the trainer's master weights, checkpoints) or
+/// bf16 (what bf16 rollouters compute with: cast once per version, half the bytes to move).
+enum class weight_dtype : uint8_t { float32, bf16 };
+const char* to_string(weight_dtype d);
+inline size_t element_size(weight_dtype d) {
+  return d == weight_dtype::bf16 ? 2 : 4;
+}
+
+/// All parameters of a model as one contiguous buffer, tensors in a fixed order.
 struct weight_blob {
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
-  float_buffer data;  // tensors concatenated in `names` order
-  int64_t bytes() const { return static_cast<int64_t>(data.size() * sizeof(float)); }
+  weight_dtype dtype = weight_dtype::float32;
+  byte_buffer data;  // tensors concatenated in `names` order, little-endian `dtype` elements
+
+  int64_t bytes() const { return static_cast<int64_t>(data.size()); }
+  int64_t numel() const { return bytes() / static_cast<int64_t>(element_size(dtype)); }
+  /// Room for `numel` elements of `dtype`, uninitialized.
+  void resize(int64_t numel) { data.resize(static_cast<size_t>(numel) * element_size(dtype)); }
+  /// The elements of a float32 blob (std::logic_error for another dtype).
+  float* floats();
+  const float* floats() const;
 };
 
 struct weight_snapshot {
@@ -53,7 +69,8 @@ struct weight_snapshot {
   std::shared_ptr<const weight_blob> blob;
 };
 
-/// msgpack map {"version", "names", "shapes", "data" (bin, little-endian float32)}.
+/// msgpack map {"version", "names", "shapes", "dtype" ("float32" or "bf16"), "data" (bin,
+/// little-endian elements)}. A map without "dtype" is float32 (what older senders wrote).
 std::vector<char> pack_weights(const weight_snapshot& w);
 /// Validates names, shapes and the data size; throws std::runtime_error on bad input.
 weight_snapshot unpack_weights(const char* data, size_t size);

@@ -12,31 +12,60 @@
 
 namespace asyncrl {
 
-weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version) {
+namespace {
+
+at::ScalarType scalar_type(weight_dtype d) {
+  return d == weight_dtype::bf16 ? at::kBFloat16 : at::kFloat;
+}
+
+// Tensor `i`'s elements in the blob (no copy); `off` is its first element.
+at::Tensor view_of(const weight_blob& b, int64_t off, at::IntArrayRef shape) {
+  auto* base =
+      const_cast<unsigned char*>(b.data.data()) + static_cast<size_t>(off) * element_size(b.dtype);
+  return at::from_blob(base, shape, scalar_type(b.dtype));
+}
+
+}  // namespace
+
+weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version, weight_dtype dtype) {
   auto blob = std::make_shared<weight_blob>();
+  blob->dtype = dtype;
+  const auto st = scalar_type(dtype);
   auto params = model.ordered_parameters();
   int64_t total = 0;
   for (auto& [name, p] : params)
     total += p.numel();
-  blob->data.resize(static_cast<size_t>(total));
+  blob->resize(total);
   int64_t off = 0;
   at::NoGradGuard ng;
   for (auto& [name, p] : params) {
     blob->names.push_back(name);
     blob->shapes.emplace_back(p.sizes().begin(), p.sizes().end());
-    if (p.device().is_cpu() && p.scalar_type() == at::kFloat && p.is_contiguous()) {
+    if (p.device().is_cpu() && p.scalar_type() == st && p.is_contiguous()) {
       // One memcpy on this thread: the buffer's pages are new, and copy_'s OpenMP team would
       // fault them in from several threads at once (contending on the page tables) and wait
       // for its slowest thread, which on a busy machine is one another process preempted.
-      std::memcpy(blob->data.data() + off, p.data_ptr<float>(),
-                  static_cast<size_t>(p.numel()) * sizeof(float));
+      std::memcpy(blob->data.data() + static_cast<size_t>(off) * element_size(dtype), p.data_ptr(),
+                  static_cast<size_t>(p.numel()) * element_size(dtype));
     } else {
-      auto dst = at::from_blob(blob->data.data() + off, p.sizes(), at::kFloat);
-      dst.copy_(p.detach());  // converts device and dtype as needed
+      view_of(*blob, off, p.sizes()).copy_(p.detach());  // converts device and dtype
     }
     off += p.numel();
   }
   return {version, std::move(blob)};
+}
+
+weight_snapshot convert_snapshot(const weight_snapshot& w, weight_dtype dtype) {
+  if (!w.blob || w.blob->dtype == dtype) return w;
+  auto blob = std::make_shared<weight_blob>();
+  blob->names = w.blob->names;
+  blob->shapes = w.blob->shapes;
+  blob->dtype = dtype;
+  const auto n = w.blob->numel();
+  blob->resize(n);
+  at::NoGradGuard ng;
+  if (n > 0) view_of(*blob, 0, {n}).copy_(view_of(*w.blob, 0, {n}));
+  return {w.version, std::move(blob)};
 }
 
 void load_snapshot(CausalLMImpl& model, const weight_snapshot& w, bool alias) {
@@ -55,11 +84,10 @@ void load_snapshot(CausalLMImpl& model, const weight_snapshot& w, bool alias) {
       throw std::runtime_error("load_snapshot: tensor " + std::to_string(i) + " is '" + b.names[i] +
                                "' in the snapshot but '" + name + "' in the model");
     auto numel = p.numel();
-    if (off + numel > static_cast<int64_t>(b.data.size()))
-      throw std::runtime_error("load_snapshot: snapshot data too short");
+    if (off + numel > b.numel()) throw std::runtime_error("load_snapshot: snapshot data too short");
     // The snapshot is immutable and shared: alias it rather than copy when we can.
-    auto src = at::from_blob(const_cast<float*>(b.data.data()) + off, p.sizes(), at::kFloat);
-    if (alias && p.device().is_cpu() && p.scalar_type() == at::kFloat) {
+    auto src = view_of(b, off, p.sizes());
+    if (alias && p.device().is_cpu() && p.scalar_type() == src.scalar_type()) {
       p.set_requires_grad(false);
       p.set_data(src);
     } else {

@@ -1,5 +1,7 @@
 #include "runtime/train/losses.hpp"
 
+#include <ATen/core/grad_mode.h>
+
 #include <stdexcept>
 #include <string>
 

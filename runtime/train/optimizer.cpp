@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/common/torch_compat.hpp"
+
 namespace asyncrl {
 
 policy_optimizer::policy_optimizer(std::vector<torch::Tensor> params, optimizer_options opt)
@@ -95,8 +97,8 @@ void policy_optimizer::load(torch::serialize::InputArchive& ar) {
   ar.read("adamw", adam);
   scratch.load(adam);
   for (size_t i = 0; i < params_.size(); ++i) {
-    const auto key = c10::guts::to_string(params_[i].unsafeGetTensorImpl());
-    auto it = scratch.state().find(key);
+    using state_map = std::decay_t<decltype(scratch.state())>;
+    auto it = scratch.state().find(compat::optimizer_state_key<state_map>(params_[i]));
     if (it == scratch.state().end()) continue;  // no step yet touched it
     auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
     check_moment(i, "exp_avg", st.exp_avg(), params_[i]);

@@ -18,6 +18,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 CausalLM frozen_copy(const CausalLM& src) {
   CausalLM m(src->config());
+  m->set_compute_dtype(src->compute_dtype());
   auto params = src->parameters();
   if (!params.empty()) m->to(params.front().device(), params.front().scalar_type());
   at::NoGradGuard ng;
@@ -31,12 +32,14 @@ CausalLM frozen_copy(const CausalLM& src) {
   return m;
 }
 
-// Logits (N, V) / T at the positions that predict each response token.
+// Logits (N, V) / T at the positions that predict each response token, in at least float32
+// (a bf16 forward's logits are upcast before the temperature and the log-softmax, as the
+// sampler upcasts them).
 at::Tensor response_logits(CausalLMImpl& model, const packed_batch& b, double temperature) {
   auto h = b.segments.empty() ? model.hidden(b.ids, b.pos, b.mask)
                               : model.hidden(b.ids, b.pos, b.segments);  // (B, T, H)
   auto rows = h.reshape({-1, h.size(-1)}).index_select(0, b.src);        // (N, H)
-  auto logits = model.lm_logits(rows);                                   // (N, V)
+  auto logits = at_least_float(model.lm_logits(rows));                   // (N, V)
   return temperature == 1.0 ? logits : logits / temperature;
 }
 
@@ -56,6 +59,11 @@ void add_compensated(at::Tensor& hi, at::Tensor& lo, const at::Tensor& x) {
 policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
     : policy_(std::move(policy)), p_(std::move(params)) {
   if (p_.precision == train_precision::float64) policy_->to(at::kDouble);
+  if (p_.precision == train_precision::bf16) {
+    // Mixed precision: float32 master weights, bf16 arithmetic.
+    policy_->to(at::kFloat);
+    policy_->set_compute_dtype(at::kBFloat16);
+  }
   old_ = frozen_copy(policy_);
   ref_ = frozen_copy(policy_);
   loss_cfg_.loss = p_.loss;
@@ -85,6 +93,7 @@ void policy_trainer::begin_batch() {
   auto to = old_->ordered_parameters();
   for (size_t i = 0; i < to.size(); ++i)
     to[i].second.copy_(from[i].second);
+  old_version_ = version_;
 }
 
 at::Tensor policy_trainer::packed_logprobs(CausalLMImpl& model, const packed_batch& b) {
@@ -148,15 +157,24 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   in.mask = mask;
   in.norm = 1.0;  // raw sums; step() divides by the mini-batch total
   in.logp_behav = behav_t;
+  auto stale_t = grid(at::tensor(stale));
+  at::Tensor old_logp;  // the old model's log-probs, when this micro-batch needs them
   auto t_prox = std::chrono::steady_clock::now();
   if (p_.loss == loss_kind::grpo) {
-    in.logp_old = p_.use_rollout_logprobs ? behav_t : rows(packed_logprobs(*old_, b));
+    if (!p_.use_rollout_logprobs) old_logp = rows(packed_logprobs(*old_, b));
+    in.logp_old = p_.use_rollout_logprobs ? behav_t : old_logp;
   } else if (p_.prox_logp == prox_method::recompute) {
-    in.logp_prox = rows(packed_logprobs(*old_, b));
+    in.logp_prox = old_logp = rows(packed_logprobs(*old_, b));
   } else {
-    in.logp_prox = rl::loglinear_prox(behav_t, logp, grid(at::tensor(stale)));
+    in.logp_prox = rl::loglinear_prox(behav_t, logp, stale_t);
   }
   prox_ms_ += ms_since(t_prox);
+  // The rollout/trainer mismatch, against whichever trained model holds the tokens' weights:
+  // the old model (version old_version_) when it ran, else the policy (version_).
+  if (old_logp.defined())
+    add_mismatch(old_logp, behav_t, stale_t.eq(version_ - old_version_).logical_and(mask));
+  else
+    add_mismatch(logp.detach(), behav_t, stale_t.eq(0).logical_and(mask));
   if (p_.kl_coef > 0 || p_.compute_ref) in.logp_ref = rows(packed_logprobs(*ref_, b));
 
   auto out = rl::policy_loss(in, loss_cfg_);
@@ -189,6 +207,23 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   processed_ += b.tokens_processed;
   real_ += b.tokens_real;
   ++micro_batches_;
+}
+
+void policy_trainer::add_mismatch(const at::Tensor& train_logp, const at::Tensor& rollout_logp,
+                                  const at::Tensor& same_weights) {
+  at::NoGradGuard ng;
+  auto keep = same_weights.to(at::kDouble);
+  auto x = (train_logp.to(at::kDouble) - rollout_logp.to(at::kDouble)) * keep;  // (M, L)
+  // k3 of KL(rollout || train) with the rollout's samples: r = pi_train / pi_rollout,
+  // (r - 1) - log r, exactly 0 where the two agree.
+  auto k3 = (x.exp() - 1 - x) * keep;
+  // One host read for the four numbers.
+  auto v = at::stack({x.abs().sum(), x.abs().max(), k3.sum(), keep.sum()}).cpu();
+  auto* d = v.data_ptr<double>();
+  mismatch_abs_sum_ += d[0];
+  mismatch_abs_max_ = std::max(mismatch_abs_max_, d[1]);
+  mismatch_k3_sum_ += d[2];
+  mismatch_tokens_ += static_cast<int64_t>(d[3]);
 }
 
 at::Tensor policy_trainer::accumulated(size_t i) const {
@@ -264,6 +299,12 @@ update_stats policy_trainer::step() {
   u.micro_batches = micro_batches_;
   u.staleness_max = staleness_max_;
   u.prox_time_ms = prox_ms_;
+  u.mismatch_tokens = mismatch_tokens_;
+  if (mismatch_tokens_ > 0) {
+    u.mismatch_abs_mean = mismatch_abs_sum_ / double(mismatch_tokens_);
+    u.mismatch_abs_max = mismatch_abs_max_;
+    u.mismatch_kl_k3 = mismatch_k3_sum_ / double(mismatch_tokens_);
+  }
   clear_minibatch_sums();
   return u;
 }
@@ -274,6 +315,8 @@ void policy_trainer::clear_minibatch_sums() {
   tokens_ = kept_ = samples_ = processed_ = real_ = micro_batches_ = 0;
   staleness_max_ = 0;
   prox_ms_ = 0;
+  mismatch_abs_sum_ = mismatch_abs_max_ = mismatch_k3_sum_ = 0;
+  mismatch_tokens_ = 0;
 }
 
 }  // namespace asyncrl

@@ -26,11 +26,13 @@ struct packed_batch;
 
 class policy_trainer {
  public:
-  /// Takes over the policy (converting it to float64 when params.precision says so) and
-  /// copies it into the old and reference models (frozen).
+  /// Takes over the policy (converting it to float64 when params.precision says so; with bf16
+  /// it stays float32 and computes in bf16) and copies it into the old and reference models
+  /// (frozen).
   policy_trainer(CausalLM policy, policy_trainer_params params);
 
   /// old <- policy: call when a new batch of rollouts starts (the weights the rollouters get).
+  /// The old model then holds this version's weights (the rollout mismatch metrics use it).
   void begin_batch();
   /// Forward (policy with gradients; old and reference without), loss, backward for one
   /// micro-batch. The samples' advantages must be set. Throws std::invalid_argument on bad
@@ -90,6 +92,7 @@ class policy_trainer {
   std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode)
   std::vector<at::Tensor> grad64_lo_;  // float64 weights only: their TwoSum error terms
   int64_t version_ = 0;
+  int64_t old_version_ = 0;  // the weights version in old_ (begin_batch)
   int64_t steps_taken_ = 0;
   // Accumulated over the current mini-batch.
   double loss_sum_ = 0, kl_sum_ = 0, entropy_sum_ = 0, clipped_ = 0, dual_clipped_ = 0;
@@ -100,6 +103,12 @@ class policy_trainer {
   int64_t real_ = 0;  // non-padding tokens of them
   int64_t staleness_max_ = 0;
   double prox_ms_ = 0;
+  double mismatch_abs_sum_ = 0, mismatch_abs_max_ = 0, mismatch_k3_sum_ = 0;
+  int64_t mismatch_tokens_ = 0;
+  // Adds one micro-batch's rollout/trainer mismatch: `train_logp` and `rollout_logp` (M, L) over
+  // the response tokens where `same_weights` is true.
+  void add_mismatch(const at::Tensor& train_logp, const at::Tensor& rollout_logp,
+                    const at::Tensor& same_weights);
 };
 
 }  // namespace asyncrl

@@ -28,6 +28,13 @@ struct update_stats {
   bool skipped = false;
   double lr = 0;
   double prox_time_ms = 0;  // old/proximal log-probs: the forward pass, or the interpolation
+  // Rollout vs trainer log-probs of the same tokens under the same weights version (a bf16
+  // rollout against a float32 trainer, kernels that differ): over `mismatch_tokens` response
+  // tokens, the mean and max of |log pi_rollout - log pi_train| and the k3 estimate of
+  // KL(pi_rollout || pi_train). Tokens sampled by other weights than the trainer holds at that
+  // micro-batch are left out; 0 tokens: the three are 0.
+  double mismatch_abs_mean = 0, mismatch_abs_max = 0, mismatch_kl_k3 = 0;
+  int64_t mismatch_tokens = 0;
 
   // The names are the metrics.jsonl keys.
   static constexpr auto fields() {
@@ -41,7 +48,9 @@ struct update_stats {
         named("tokens_processed", &s::tokens_processed), named("tokens_real", &s::tokens_real),
         named("micro_batches", &s::micro_batches), named("staleness_max", &s::staleness_max),
         named("grad_norm", &s::grad_norm), named("skipped", &s::skipped), named("lr", &s::lr),
-        named("prox_time_ms", &s::prox_time_ms));
+        named("prox_time_ms", &s::prox_time_ms), named("mismatch_abs_mean", &s::mismatch_abs_mean),
+        named("mismatch_abs_max", &s::mismatch_abs_max),
+        named("mismatch_kl_k3", &s::mismatch_kl_k3), named("mismatch_tokens", &s::mismatch_tokens));
   }
 };
 
