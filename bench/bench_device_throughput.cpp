@@ -125,7 +125,7 @@ std::vector<scored_sample> synthetic_samples(const options& o) {
 
 nlohmann::ordered_json memory_json(const torch::Device& dev) {
   auto m = cuda_memory(device_index(dev));
-  nlohmann::ordered_json j;
+  auto j = nlohmann::ordered_json::object();
   if (m.peak_allocated >= 0) {
     j["cuda_peak_allocated_bytes"] = m.peak_allocated;
     j["cuda_peak_reserved_bytes"] = m.peak_reserved;

@@ -97,9 +97,8 @@ def e2e_run(args, shape, workdir):
     busy = sum(r["step_time_s"] * (1 - r["trainer_idle_ratio"]) for r in steady)
     wall = sum(r["step_time_s"] for r in steady)
     processed = sum(r["tokens_processed"] for r in steady)
-    prev = rows[rows.index(steady[0]) - 1] if rows.index(steady[0]) > 0 else None
-    gen_tokens = steady[-1]["tokens_generated"] - (prev["tokens_generated"] if prev else 0)
-    gen_wall = steady[-1]["wall_time_s"] - (prev["wall_time_s"] if prev else 0)
+    # tokens_generated is per step (the tokens the rollouters produced during it).
+    gen_tokens = sum(r["tokens_generated"] for r in steady)
     r_busy = sum(r["step_time_s"] * (1 - r["rollouter_idle_ratio"]) for r in steady)
     return {
         "precision": prec, "steps": len(rows), "steady_steps": len(steady),
@@ -108,8 +107,10 @@ def e2e_run(args, shape, workdir):
         "trainer_idle_ratio": sum(r["trainer_idle_ratio"] * r["step_time_s"] for r in steady) / wall,
         "rollouter_tokens_per_s_busy": gen_tokens / r_busy if r_busy > 0 else None,
         "rollouter_idle_ratio": sum(r["rollouter_idle_ratio"] * r["step_time_s"] for r in steady) / wall,
-        "tokens_generated_per_s_wall": gen_tokens / gen_wall if gen_wall > 0 else None,
-        "mismatch_abs_mean": sum(r.get("mismatch_abs_mean", 0) for r in steady) / len(steady),
+        "tokens_generated_per_s_wall": gen_tokens / wall if wall > 0 else None,
+        "mismatch_abs_mean": sum(r["mismatch_abs_mean"] for r in steady) / len(steady),
+        "mismatch_abs_max": max(r["mismatch_abs_max"] for r in steady),
+        "mismatch_tokens": sum(r["mismatch_tokens"] for r in steady),
         "command": " ".join(cmd),
     }
 

@@ -73,7 +73,11 @@ TEST_P(TrainModes, RunsToTheEndAndAccountsForEveryGroup) {
                      "grad_norm",
                      "prox_time_ms",
                      "sync_time_ms",
-                     "params_checksum"})
+                     "params_checksum",
+                     "mismatch_abs_mean",
+                     "mismatch_abs_max",
+                     "mismatch_kl_k3",
+                     "mismatch_tokens"})
       EXPECT_TRUE(m.contains(key)) << key;
   }
   EXPECT_EQ(lines, 4);

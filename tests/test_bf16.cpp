@@ -163,28 +163,36 @@ int64_t tokens_of(const std::vector<scored_sample>& v) {
 }
 
 // A bf16 generator (bf16 weights and KV cache: a float32 cache would fail its index_put) against
-// the bf16 trainer over the float32 masters: the same function, computed by other kernels
-// (batched decode with a cache vs one packed forward), so within bf16 rounding; float32 against
-// float32 agrees to float32 rounding. The step's mismatch metrics measure exactly this.
+// trainers over the float32 masters. Against a float32 trainer the gap is bf16's rounding of the
+// weights and activations: visible, and small. Against the bf16 trainer it is the same function
+// computed by other kernels (batched decode with a cache vs one packed forward): at most that
+// (libtorch 2.11's CPU kernels even agree exactly; 1.13's differ in the last bits). float32
+// against float32 agrees to float32 rounding. The step's mismatch metrics measure exactly this.
 TEST(Bf16, Bf16RolloutsMatchTheBf16TrainerWithinRoundingAndTheMetricsSayHowClose) {
   auto master = fresh();
-  for (bool bf16 : {false, true}) {
-    auto samples = generate(bf16 ? bf16_copy(master) : master);
-    policy_trainer t(fresh(), settings(bf16 ? train_precision::bf16 : train_precision::float32));
+  auto run = [&](bool bf16_rollout, train_precision trainer) {
+    auto samples = generate(bf16_rollout ? bf16_copy(master) : master);
+    policy_trainer t(fresh(), settings(trainer));
     t.begin_batch();
     t.accumulate(ptrs(samples));
     auto u = t.step();
-    EXPECT_EQ(u.mismatch_tokens, tokens_of(samples)) << bf16;
-    if (bf16) {
-      EXPECT_GT(u.mismatch_abs_mean, 1e-5);
-      EXPECT_LT(u.mismatch_abs_mean, 0.02);
-      EXPECT_LT(u.mismatch_abs_max, 0.2);
-      EXPECT_LT(u.mismatch_kl_k3, 1e-3);
-    } else {
-      EXPECT_LT(u.mismatch_abs_max, 1e-5);
-      EXPECT_LT(u.mismatch_kl_k3, 1e-9);
-    }
-  }
+    EXPECT_EQ(u.mismatch_tokens, tokens_of(samples));
+    return u;
+  };
+  auto f32 = run(false, train_precision::float32);
+  EXPECT_LT(f32.mismatch_abs_max, 1e-5);
+  EXPECT_LT(f32.mismatch_kl_k3, 1e-9);
+  auto gap = run(true, train_precision::float32);
+  EXPECT_GT(gap.mismatch_abs_mean, 1e-4);
+  EXPECT_LT(gap.mismatch_abs_mean, 0.05);
+  EXPECT_LT(gap.mismatch_kl_k3, 1e-2);
+  auto b16 = run(true, train_precision::bf16);
+  EXPECT_LT(b16.mismatch_abs_mean, 0.02);
+  EXPECT_LE(b16.mismatch_abs_mean, gap.mismatch_abs_mean);
+  EXPECT_LT(b16.mismatch_abs_max, 0.2);
+  std::cout << "[bf16-mismatch] mean |dlogp|: float32/float32 " << f32.mismatch_abs_mean
+            << ", bf16 rollout/float32 trainer " << gap.mismatch_abs_mean << ", bf16/bf16 "
+            << b16.mismatch_abs_mean << "\n";
 }
 
 // The mismatch metrics against hand-derived values: rollout log-probs 0.1 above the trainer's on

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -75,13 +76,14 @@ void expect_steps_once(const std::vector<std::string>& metrics, int64_t n) {
   EXPECT_EQ(steps, want);
 }
 
+// Parameters whose float32 bits differ.
 size_t differing(const run_result& a, const run_result& b) {
-  const auto& x = a.final_weights.blob->data;
-  const auto& y = b.final_weights.blob->data;
-  EXPECT_EQ(x.size(), y.size());
+  const auto& x = *a.final_weights.blob;
+  const auto& y = *b.final_weights.blob;
+  EXPECT_EQ(x.numel(), y.numel());
   size_t n = 0;
-  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
-    n += x[i] != y[i];
+  for (int64_t i = 0; i < std::min(x.numel(), y.numel()); ++i)
+    n += std::memcmp(x.floats() + i, y.floats() + i, sizeof(float)) != 0;
   return n;
 }
 
@@ -132,6 +134,25 @@ TEST(Resume, PeriodicInterruptedAtEveryStepEndsBitwiseEqual) {
     expect_each_prompt_once(l);
     EXPECT_EQ(l.trained.size(), 24u);  // 6 steps x 4 prompts, each once
   }
+}
+
+// bf16 rollouts and a bf16 mixed-precision trainer resume as exactly: the checkpoint holds the
+// float32 master weights and AdamW state, and the rollouters' bf16 snapshot. Catches a checkpoint
+// that keeps bf16 masters (the resumed run would lose their low bits) or restores the
+// rollouters from another cast than the one they held.
+TEST(Resume, Bf16PeriodicInterruptedEndsBitwiseEqual) {
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic", "rollout.dtype=bf16",
+                                       "trainer.precision=bf16"}))
+                 ->cfg;
+  auto ref = run_coordinated(cfg);
+  ASSERT_TRUE(ref.result.ok) << ref.result.error;
+  run_dir d;
+  int64_t resumes = 0;
+  auto o = interrupted_run(cfg, d, {3}, &resumes);
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(o.result.resumed_from_step, 3);
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_nothing_lost(o.result);
 }
 
 TEST(Resume, PeriodicWithTwoStepWindowsCheckpointsAtTheWindowEnd) {

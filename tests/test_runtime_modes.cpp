@@ -23,7 +23,12 @@ std::vector<nlohmann::json> parse(const std::vector<std::string>& lines) {
   return out;
 }
 
-TEST(RuntimeModes, PeriodicEqualsSyncAfterThreeSteps) {
+// In float32 and with bf16 rollouts and a bf16 mixed-precision trainer: the bf16 forward of a
+// micro-batch is as deterministic as the float32 one, so Theorem 1 stays bitwise.
+class PeriodicEqualsSync : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PeriodicEqualsSync, AfterThreeSteps) {
+  const std::string precision = GetParam();
   // Forced response lengths that vary per sample (the same in both runs): groups finish out of
   // group_id order, so periodic really consumes them in another order than sync.
   const std::vector<std::string> lengths{"workload.lengths=lognormal",
@@ -36,9 +41,12 @@ TEST(RuntimeModes, PeriodicEqualsSyncAfterThreeSteps) {
     o.insert(o.end(), lengths.begin(), lengths.end());
     return o;
   };
-  auto sync = tiny_run_config(with({"async_training.mode=sync", "trainer.total_steps=3"}));
-  auto periodic = tiny_run_config(with({"async_training.mode=periodic", "trainer.total_steps=3",
-                                        "rollout.num_workers=2", "rollout.max_batch=4"}));
+  auto sync =
+      tiny_run_config(with({"async_training.mode=sync", "trainer.total_steps=3",
+                            "rollout.dtype=" + precision, "trainer.precision=" + precision}));
+  auto periodic = tiny_run_config(with(
+      {"async_training.mode=periodic", "trainer.total_steps=3", "rollout.num_workers=2",
+       "rollout.max_batch=4", "rollout.dtype=" + precision, "trainer.precision=" + precision}));
   auto a = run_coordinated(sync->cfg);
   auto b = run_coordinated(periodic->cfg);
   ASSERT_TRUE(a.finished && b.finished);
@@ -46,17 +54,18 @@ TEST(RuntimeModes, PeriodicEqualsSyncAfterThreeSteps) {
   ASSERT_TRUE(b.result.ok) << b.result.error;
   EXPECT_EQ(a.result.steps, 3);
   EXPECT_EQ(b.result.steps, 3);
-  const auto& wa = a.result.final_weights.blob->data;
-  const auto& wb = b.result.final_weights.blob->data;
-  ASSERT_EQ(wa.size(), wb.size());
+  const auto& ba = *a.result.final_weights.blob;
+  const auto& bb = *b.result.final_weights.blob;
+  ASSERT_EQ(ba.numel(), bb.numel());
+  const float *wa = ba.floats(), *wb = bb.floats();
   double worst = 0;
   size_t differing = 0;
-  for (size_t i = 0; i < wa.size(); ++i) {
+  for (int64_t i = 0; i < ba.numel(); ++i) {
     worst = std::max(worst, double(std::abs(wa[i] - wb[i])));
     differing += wa[i] != wb[i];
   }
-  std::cout << "[theorem1-runtime] sync vs periodic after 3 steps: max |diff| " << worst << ", "
-            << differing << " of " << wa.size()
+  std::cout << "[theorem1-runtime] " << precision << ": sync vs periodic after 3 steps: max |diff| "
+            << worst << ", " << differing << " of " << ba.numel()
             << " parameters differ (bitwise equal: " << (differing == 0 ? "yes" : "no") << ")\n";
   // Bitwise, as the README claims: group-aligned micro-batches make each micro-batch's float32
   // gradient independent of arrival order, and float64 accumulation makes the sum so.
@@ -78,6 +87,8 @@ TEST(RuntimeModes, PeriodicEqualsSyncAfterThreeSteps) {
   for (auto& m : parse(a.metrics))
     EXPECT_EQ(m["out_of_order_groups"], 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precision, PeriodicEqualsSync, ::testing::Values("float32", "bf16"));
 
 struct mode_case {
   const char* name;
@@ -308,12 +319,14 @@ TEST(RuntimeModes, EagerMicroBatchesStartOnTheFirstGroupAndTrainEveryResponseOnc
   EXPECT_EQ(micro(sync), (std::vector<int64_t>{2, 2, 2}));  // one delivery: nothing to be eager on
   // Each group arrives alone and the queue is then empty: one micro-batch per group.
   EXPECT_EQ(micro(eager), (std::vector<int64_t>{4, 4, 4}));
-  const auto& ws = sync.result.final_weights.blob->data;
+  const auto& bs = *sync.result.final_weights.blob;
+  const float* ws = bs.floats();
   for (const auto* o : {&lazy, &eager}) {
-    const auto& w = o->result.final_weights.blob->data;
-    ASSERT_EQ(w.size(), ws.size());
+    const auto& b = *o->result.final_weights.blob;
+    ASSERT_EQ(b.numel(), bs.numel());
+    const float* w = b.floats();
     double worst = 0;
-    for (size_t i = 0; i < w.size(); ++i)
+    for (int64_t i = 0; i < b.numel(); ++i)
       worst = std::max(worst, double(std::abs(w[i] - ws[i])));
     // The same sum in other float32 pieces. (Adam's first steps move each weight by about
     // lr * sign(gradient), so a lost or doubled response may hide here: samples_trained above
