@@ -16,11 +16,12 @@ namespace asyncrl {
 
 namespace {
 
-// A float32 model of the run's architecture holding `w` (a copy: the snapshot is shared with
-// the trainer's publishing path and must not be aliased by a model that outlives it).
+// A float32 model of the run's architecture on the rollouters' device, holding `w` (a copy: the
+// snapshot is shared with the trainer's publishing path and must not be aliased by a model that
+// outlives it).
 CausalLM model_with(const actor_env& env, const weight_snapshot& w) {
   CausalLM m(env.model);
-  m->to(torch::Device(env.cfg.runtime.device));
+  m->to(torch::Device(rollout_device(env.cfg.rollout, env.cfg.runtime)));
   m->eval();
   load_snapshot(*m, w, /*alias=*/false);
   return m;

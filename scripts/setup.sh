@@ -29,6 +29,7 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev  # the Hugging Face tokenizer (Unicode regex, NFC)
   libgtest-dev libbenchmark-dev
   python3 python3-matplotlib
+  python3-venv    # scripts/reference_venv.py: the device benchmark's PyTorch/HF reference
   python3-msgpack curl  # the reference reward scorer; fetching the real tokenizer fixtures
   openssl procps  # scripts/make-certs.sh and the cluster tests (pgrep, pkill)
   tmux            # the console's interactive test (tests/repl, ctest -L repl)

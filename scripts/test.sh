@@ -24,8 +24,11 @@ if [ "$torch2" = on ]; then
     ASYNCRL_TARGET=asyncrl_tests "$ROOT/scripts/setup.sh" -DASYNCRL_BUILD_TESTS=ON \
     -DASYNCRL_BUILD_BENCH=OFF
   say "reference Python (torch 2.11 from the same wheel, transformers) for the device benchmark"
-  ASYNCRL_REFERENCE_PYTHON="$(python3 "$ROOT/scripts/reference_venv.py" | tail -n 1)"
-  export ASYNCRL_REFERENCE_PYTHON
+  if ref="$(python3 "$ROOT/scripts/reference_venv.py" | tail -n 1)"; then
+    export ASYNCRL_REFERENCE_PYTHON="$ref"
+  else
+    say "WARNING: no reference Python; bench_device_compare_cpu runs without the PyTorch/HF reference"
+  fi
 else
   say "libtorch 2.x build skipped (ASYNCRL_TORCH2=off, or no CUDA toolkit: nvcc not found)"
 fi
