@@ -6,8 +6,9 @@
 # usage: cluster_test.sh ASYNCRL WORK_DIR CASE
 #   accounting MODE   2 worker processes, no local rollouter: the run completes in MODE and
 #                     every hop of the accounting identity holds; the ledger has each seq once
-#   theorem1          periodic with 2 remote rollouters ends with the same weights as sync in
-#                     one process (Theorem 1 across processes; generation is deterministic)
+#   theorem1 [bf16]   periodic with 2 remote rollouters ends with the same weights as sync in
+#                     one process (Theorem 1 across processes; generation is deterministic);
+#                     bf16: with bf16 rollouts (bf16 snapshots over the network) and trainer
 #   kill              3 workers, one is SIGKILLed mid-run: nothing lost or trained twice
 #   cutoff            3 workers, one is frozen (SIGSTOP: its connection stays open, it answers
 #                     nothing): it is dropped at a request deadline or by the heartbeat timeout,
@@ -58,9 +59,15 @@ case "$CASE" in
     done
     ;;
   theorem1)
-    start_train sync async_training.mode=sync rollout.num_workers=2 cluster.listen=off
+    # `theorem1 bf16`: bf16 rollouts and trainer, so that the bf16 snapshots the workers receive
+    # over the network must equal the ones the local rollouters share.
+    prec=float32
+    [[ ${4:-} == bf16 ]] && prec=bf16
+    start_train sync async_training.mode=sync rollout.num_workers=2 cluster.listen=off \
+      rollout.dtype=$prec trainer.precision=$prec
     wait_train
-    start_train remote async_training.mode=periodic rollout.num_workers=0
+    start_train remote async_training.mode=periodic rollout.num_workers=0 \
+      rollout.dtype=$prec trainer.precision=$prec
     port=$(port_of "$WORK/remote")
     start_worker w1 "$port"
     start_worker w2 "$port"
