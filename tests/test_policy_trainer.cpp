@@ -17,8 +17,10 @@
 #include "runtime/train/packing.hpp"
 #include "runtime/train/policy_trainer.hpp"
 #include "tests/tiny_model.hpp"
+#include "tests/trainer_samples.hpp"
 
 using namespace asyncrl;
+using test::ptrs;
 
 namespace {
 
@@ -48,13 +50,6 @@ std::vector<scored_sample> make_samples(int groups, int G, uint64_t seed, int64_
     }
   }
   return out;
-}
-
-std::vector<const scored_sample*> ptrs(const std::vector<scored_sample>& v) {
-  std::vector<const scored_sample*> p;
-  for (auto& s : v)
-    p.push_back(&s);
-  return p;
 }
 
 policy_trainer_params settings(loss_kind loss,
@@ -283,34 +278,7 @@ TEST(Packing, TrainerUpdateMatchesUnpackedRowsForEveryLayout) {
 TEST(TriModel, RolloutAndTrainerLogprobsAgreeForTheSameWeights) {
   auto policy = fresh_policy();
   for (double T : {1.0, 0.8}) {
-    generator_options go;
-    go.max_slots = 6;
-    go.max_seq_len = 40;
-    go.seed = 9;
-    go.eos_id = 2;
-    generator gen(policy.ptr(), go);
-    std::vector<scored_sample> samples;
-    for (uint32_t g = 0; g < 3; ++g)
-      for (uint32_t k = 0; k < 4; ++k) {
-        gen_request r;
-        r.id = g * 4 + k;
-        r.prompt_id = g;
-        r.sample_index = k;
-        r.prompt = {1, static_cast<int32_t>(5 + g), 7, 9};
-        r.max_new_tokens = 12;
-        r.sampling.temperature = T;
-        gen.submit(r);
-      }
-    for (auto& res : gen.run_all()) {
-      scored_sample s;
-      s.uid = res.request.id;
-      s.group_id = res.request.prompt_id;
-      s.prompt = res.request.prompt;
-      s.response = res.request.tokens;
-      s.logprobs = res.request.logprobs;
-      s.versions = res.request.versions;
-      samples.push_back(s);
-    }
+    auto samples = test::generated_samples(policy.ptr(), T);
     for (bool packed : {false, true}) {
       auto st = settings(loss_kind::decoupled);
       st.temperature = T;

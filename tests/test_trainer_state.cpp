@@ -14,8 +14,10 @@
 #include "runtime/train/policy_trainer.hpp"
 #include "tests/test_util.hpp"
 #include "tests/tiny_model.hpp"
+#include "tests/trainer_samples.hpp"
 
 using namespace asyncrl;
+using test::ptrs;
 
 namespace {
 
@@ -45,13 +47,6 @@ std::vector<scored_sample> make_samples(int n, uint64_t seed) {
     }
   }
   return out;
-}
-
-std::vector<const scored_sample*> ptrs(const std::vector<scored_sample>& v) {
-  std::vector<const scored_sample*> p;
-  for (auto& s : v)
-    p.push_back(&s);
-  return p;
 }
 
 // GRPO against the old policy with a KL term: old and reference both enter the loss, so a
@@ -173,7 +168,8 @@ TEST_P(TrainerStatePrecision, ResumeContinuesBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precision, TrainerStatePrecision,
-                         ::testing::Values(train_precision::float32, train_precision::float64),
+                         ::testing::Values(train_precision::float32, train_precision::float64,
+                                           train_precision::bf16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 std::string load_error(policy_trainer& t, const std::string& bytes) {
