@@ -21,8 +21,6 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
-#include <sstream>
-
 #include "bench/bench_util.hpp"
 #include "runtime/common/rng.hpp"
 #include "runtime/generation/generator.hpp"
@@ -42,14 +40,6 @@ struct options {
   int steps = 3, reps = 2, matmul = 0;
   std::vector<std::string> precisions;
 };
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
 
 model_config shape_config(const options& o) {
   model_config c;
@@ -243,7 +233,7 @@ int main(int argc, char** argv) {
   o.steps = std::stoi(bench::arg(argc, argv, "--steps", "3"));
   o.reps = std::stoi(bench::arg(argc, argv, "--reps", "2"));
   o.matmul = std::stoi(bench::arg(argc, argv, "--matmul", big ? "8192" : "512"));
-  o.precisions = split(bench::arg(argc, argv, "--precisions", "float32,bf16"));
+  o.precisions = bench::split_list(bench::arg(argc, argv, "--precisions", "float32,bf16"));
   const int threads = std::stoi(
       bench::arg(argc, argv, "--threads", std::to_string(std::thread::hardware_concurrency())));
   at::set_num_threads(threads);

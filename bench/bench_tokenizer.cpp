@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "bench/bench_util.hpp"
 #include "runtime/text/hf_tokenizer.hpp"
@@ -45,21 +44,13 @@ std::vector<std::string> load_documents(const std::string& root, double mb) {
   return docs;
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string root = bench::arg(argc, argv, "--root", default_root());
   const double mb = std::stod(bench::arg(argc, argv, "--mb", "1"));
   const int reps = std::stoi(bench::arg(argc, argv, "--reps", "3"));
-  const auto names = split_list(bench::arg(argc, argv, "--tokenizers", "qwen2_5,tiny"));
+  const auto names = bench::split_list(bench::arg(argc, argv, "--tokenizers", "qwen2_5,tiny"));
 
   std::vector<std::string> docs;
   try {
