@@ -217,13 +217,15 @@ void policy_trainer::add_mismatch(const at::Tensor& train_logp, const at::Tensor
   // k3 of KL(rollout || train) with the rollout's samples: r = pi_train / pi_rollout,
   // (r - 1) - log r, exactly 0 where the two agree.
   auto k3 = (x.exp() - 1 - x) * keep;
-  // One host read for the four numbers.
-  auto v = at::stack({x.abs().sum(), x.abs().max(), k3.sum(), keep.sum()}).cpu();
-  auto* d = v.data_ptr<double>();
-  mismatch_abs_sum_ += d[0];
-  mismatch_abs_max_ = std::max(mismatch_abs_max_, d[1]);
-  mismatch_k3_sum_ += d[2];
-  mismatch_tokens_ += static_cast<int64_t>(d[3]);
+  // Summed on the device, without a host read: step() reads the four numbers once.
+  auto v = at::stack({x.abs().sum(), x.abs().max(), k3.sum(), keep.sum()});  // (4,)
+  if (!mismatch_sums_.defined()) {
+    mismatch_sums_ = v;
+    return;
+  }
+  auto sums = mismatch_sums_ + v;
+  sums[1] = at::maximum(mismatch_sums_[1], v[1]);
+  mismatch_sums_ = sums;
 }
 
 at::Tensor policy_trainer::accumulated(size_t i) const {
@@ -299,11 +301,15 @@ update_stats policy_trainer::step() {
   u.micro_batches = micro_batches_;
   u.staleness_max = staleness_max_;
   u.prox_time_ms = prox_ms_;
-  u.mismatch_tokens = mismatch_tokens_;
-  if (mismatch_tokens_ > 0) {
-    u.mismatch_abs_mean = mismatch_abs_sum_ / double(mismatch_tokens_);
-    u.mismatch_abs_max = mismatch_abs_max_;
-    u.mismatch_kl_k3 = mismatch_k3_sum_ / double(mismatch_tokens_);
+  if (mismatch_sums_.defined()) {
+    const auto m = mismatch_sums_.cpu();
+    const auto* d = m.data_ptr<double>();
+    u.mismatch_tokens = static_cast<int64_t>(d[3]);
+    if (u.mismatch_tokens > 0) {
+      u.mismatch_abs_mean = d[0] / d[3];
+      u.mismatch_abs_max = d[1];
+      u.mismatch_kl_k3 = d[2] / d[3];
+    }
   }
   clear_minibatch_sums();
   return u;
@@ -315,8 +321,7 @@ void policy_trainer::clear_minibatch_sums() {
   tokens_ = kept_ = samples_ = processed_ = real_ = micro_batches_ = 0;
   staleness_max_ = 0;
   prox_ms_ = 0;
-  mismatch_abs_sum_ = mismatch_abs_max_ = mismatch_k3_sum_ = 0;
-  mismatch_tokens_ = 0;
+  mismatch_sums_ = at::Tensor();
 }
 
 }  // namespace asyncrl

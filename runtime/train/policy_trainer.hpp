@@ -103,8 +103,9 @@ class policy_trainer {
   int64_t real_ = 0;  // non-padding tokens of them
   int64_t staleness_max_ = 0;
   double prox_ms_ = 0;
-  double mismatch_abs_sum_ = 0, mismatch_abs_max_ = 0, mismatch_k3_sum_ = 0;
-  int64_t mismatch_tokens_ = 0;
+  // The mini-batch's rollout/trainer mismatch on the device: (4,) float64 = sum |x|, max |x|,
+  // sum k3, token count (undefined until a micro-batch adds to it). Read once, in step().
+  at::Tensor mismatch_sums_;
   // Adds one micro-batch's rollout/trainer mismatch: `train_logp` and `rollout_logp` (M, L) over
   // the response tokens where `same_weights` is true.
   void add_mismatch(const at::Tensor& train_logp, const at::Tensor& rollout_logp,
