@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/task/evaluate.hpp"
+#include "runtime/train/micro_batching.hpp"
 #include "runtime/train/policy_trainer.hpp"
 
 namespace asyncrl {
@@ -118,10 +120,34 @@ void train_micro(trainer_state& st, const std::vector<const scored_sample*>& mb)
   st.pt->accumulate(mb);
 }
 
-// Trains the open, part-filled micro-batch of unaligned micro-batches, if any.
+// Trains what is held back: with a token budget and group-aligned micro-batches, the step's
+// groups in group-id order (the same partition whatever order they arrived in); otherwise the
+// open, part-filled micro-batch of unaligned micro-batches, if any.
 void train_pending(trainer_state& st) {
+  const auto& tr = st.args.env->cfg.trainer;
+  if (tr.micro_batch_tokens > 0 && tr.group_aligned_micro_batches) {
+    std::vector<const scored_group*> groups;
+    for (const auto& g : st.step_groups)
+      groups.push_back(&g);
+    std::sort(groups.begin(), groups.end(),
+              [](auto* a, auto* b) { return a->group_id < b->group_id; });
+    std::vector<const scored_sample*> all;
+    for (const auto* g : groups)
+      for (const auto& s : g->samples)
+        if (!s.response.empty()) all.push_back(&s);
+    for (const auto& mb : split_by_tokens(all, tr.micro_batch_tokens, tr.shared_prompt_attention))
+      train_micro(st, mb);
+    st.step_groups.clear();  // after training: the micro-batches point into these groups
+    return;
+  }
   if (st.pending.empty()) return;
-  train_micro(st, st.pending);
+  if (tr.micro_batch_tokens > 0) {
+    for (const auto& mb :
+         split_by_tokens(st.pending, tr.micro_batch_tokens, tr.shared_prompt_attention))
+      train_micro(st, mb);
+  } else {
+    train_micro(st, st.pending);
+  }
   st.pending.clear();
 }
 
@@ -163,9 +189,25 @@ void consume(trainer_ptr self, const scored_group& g) {
     }
     if (s.interruptions > 0) ++st.acc.partial;
   }
-  const auto micro = static_cast<size_t>(st.args.env->cfg.trainer.micro_batch_size);
+  const auto& tr = st.args.env->cfg.trainer;
+  const auto micro = static_cast<size_t>(tr.micro_batch_size);
   ++st.counts.trained;
-  if (!st.args.env->cfg.trainer.group_aligned_micro_batches) {
+  if (tr.micro_batch_tokens > 0) {
+    // Held until the step closes (group-aligned), or packed in arrival order as soon as a
+    // micro-batch is full. The deque keeps the samples' addresses stable.
+    st.step_groups.push_back(g);
+    if (tr.group_aligned_micro_batches) return;
+    for (auto& s : st.step_groups.back().samples)
+      if (!s.response.empty()) st.pending.push_back(&s);
+    while (auto n = full_micro_batch(st.pending, tr.micro_batch_tokens,
+                                     tr.shared_prompt_attention)) {
+      std::vector<const scored_sample*> mb(st.pending.begin(), st.pending.begin() + n);
+      st.pending.erase(st.pending.begin(), st.pending.begin() + n);
+      train_micro(st, mb);
+    }
+    return;
+  }
+  if (!tr.group_aligned_micro_batches) {
     st.step_groups.push_back(g);
     for (auto& s : st.step_groups.back().samples)
       if (!s.response.empty()) st.pending.push_back(&s);

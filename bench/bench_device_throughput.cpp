@@ -3,8 +3,9 @@
 // memory. bench/device_compare.py runs it next to plain PyTorch and HF generate() and an end-to-
 // end fully async run, and prints the ratios.
 //   build/bench/bench_device_throughput [--device cuda|cpu] [--shape qwen2.5-0.5b|small]
-//       [--batch B] [--prompt P] [--new-tokens N] [--micro-batch M] [--steps S] [--reps R]
-//       [--precisions float32,bf16] [--matmul 8192] [--out FILE]
+//       [--batch B] [--prompt P] [--new-tokens N] [--micro-batch M] [--micro-batch-tokens T]
+//       [--steps S] [--reps R] [--precisions float32,bf16] [--matmul 8192] [--cuda-graphs 1]
+//       [--objectives policy_only,rl] [--skip-generation] [--out FILE]
 // Defaults: on CUDA (when present) the Qwen2.5-0.5B body (hidden 896, 24 layers, 14/2 heads,
 // MLP 4864, vocab 100, tied), batch 128 x (16 prompt + 48 new) tokens; on the CPU a small shape
 // (hidden 64, 2 layers) at batch 8 x (8 + 8), so that CI runs it in seconds.
@@ -15,10 +16,17 @@
 //                1 backward: 10 N FLOPs per token for N parameters);
 //   policy_only  only the policy's forward and backward (use_rollout_logprobs, no reference:
 //                6 N FLOPs per token), the same work as a plain PyTorch training step.
+// Micro-batches: by --micro-batch-tokens packed tokens when > 0 (trainer.micro_batch_tokens;
+// default 8192 on CUDA, the whole batch of the default shape in one forward), else by
+// --micro-batch responses. Every row also counts the ATen operators dispatched per token
+// (a RecordFunction callback): the CPU proxy of kernel launches. The shape `ops-proxy` has the
+// 0.5B shape's 24 layers and heads at tiny widths, so the CPU counts the operators of the
+// benchmark's shape in seconds (operator counts do not depend on the widths).
 // Tokens are every position through the forward: batch * (prompt + new), as a plain LM step
 // counts them. FLOPs leave attention scores out (small at these lengths), as the usual 6 N does.
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/cuda.h>
 
 #include "bench/bench_util.hpp"
@@ -27,7 +35,11 @@
 #include "runtime/model/device_memory.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "runtime/train/micro_batching.hpp"
 #include "runtime/train/policy_trainer.hpp"
+
+#include <atomic>
+#include <map>
 
 using namespace asyncrl;
 
@@ -37,6 +49,8 @@ struct options {
   std::string device;
   std::string shape;
   int64_t vocab = 100, batch = 0, prompt = 0, new_tokens = 0, micro = 0, group = 8;
+  int64_t micro_tokens = 0;
+  bool cuda_graphs = true;
   int steps = 3, reps = 2, matmul = 0;
   std::vector<std::string> precisions;
 };
@@ -53,14 +67,43 @@ model_config shape_config(const options& o) {
   if (o.shape == "qwen2.5-0.5b") {
     c.hidden_size = 896, c.intermediate_size = 4864, c.num_hidden_layers = 24;
     c.num_attention_heads = 14, c.num_key_value_heads = 2, c.head_dim = 64;
+  } else if (o.shape == "qwen2.5-1.5b") {
+    c.hidden_size = 1536, c.intermediate_size = 8960, c.num_hidden_layers = 28;
+    c.num_attention_heads = 12, c.num_key_value_heads = 2, c.head_dim = 128;
+  } else if (o.shape == "ops-proxy") {
+    c.hidden_size = 56, c.intermediate_size = 64, c.num_hidden_layers = 24;
+    c.num_attention_heads = 14, c.num_key_value_heads = 2, c.head_dim = 4;
   } else if (o.shape == "small") {
     c.hidden_size = 64, c.intermediate_size = 192, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
   } else {
-    throw std::invalid_argument("--shape must be qwen2.5-0.5b or small, not " + o.shape);
+    throw std::invalid_argument("--shape must be qwen2.5-0.5b, qwen2.5-1.5b, ops-proxy or small, not " +
+                                o.shape);
   }
   c.validate("--shape " + o.shape);
   return c;
+}
+
+// ATen operators dispatched (top-level and nested) while counting is on.
+std::atomic<int64_t> g_ops{0};
+std::atomic<bool> g_counting{false};
+
+void install_op_counter() {
+  at::addGlobalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+        if (g_counting.load(std::memory_order_relaxed)) g_ops.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+}
+
+// Runs `f` and returns the operators it dispatched.
+template <class F>
+int64_t count_ops(F&& f) {
+  g_ops = 0;
+  g_counting = true;
+  f();
+  g_counting = false;
+  return g_ops.load();
 }
 
 int device_index(const torch::Device& d) {
@@ -135,20 +178,30 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
   p.use_rollout_logprobs = policy_only;
   p.compute_ref = !policy_only;
   policy_trainer t(init_causal_lm(cfg, 0.02, 1, dev), p);
+  std::vector<const scored_sample*> all;
+  for (auto& x : samples)
+    all.push_back(&x);
+  std::vector<std::vector<const scored_sample*>> micro;
+  if (o.micro_tokens > 0) {
+    micro = split_by_tokens(all, o.micro_tokens, p.shared_prompt_attention);
+  } else {
+    for (int64_t i = 0; i < o.batch; i += o.micro)
+      micro.emplace_back(all.begin() + i, all.begin() + std::min(o.batch, i + o.micro));
+  }
+  auto one_step = [&] {
+    t.begin_batch();
+    for (const auto& mb : micro)
+      t.accumulate(mb);
+    t.step();
+    cuda_synchronize();
+  };
   std::vector<double> step_s;
   for (int s = 0; s < o.steps + 1; ++s) {  // the first step warms up (allocator, kernels)
     double t0 = bench::now_s();
-    t.begin_batch();
-    for (int64_t i = 0; i < o.batch; i += o.micro) {
-      std::vector<const scored_sample*> mb;
-      for (int64_t j = i; j < std::min(o.batch, i + o.micro); ++j)
-        mb.push_back(&samples[j]);
-      t.accumulate(mb);
-    }
-    t.step();
-    cuda_synchronize();
+    one_step();
     if (s > 0) step_s.push_back(bench::now_s() - t0);
   }
+  const int64_t ops = count_ops(one_step);
   const double s = bench::median(step_s);
   const double tokens = double(o.batch * (o.prompt + o.new_tokens));
   const double flops_per_token = (policy_only ? 6.0 : 10.0) * double(cfg.num_parameters());
@@ -160,7 +213,10 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
                            {"tokens_per_s", tokens / s},
                            {"response_tokens_per_s", double(o.batch * o.new_tokens) / s},
                            {"model_tflops", tflops},
-                           {"mfu_vs_bf16_peak", peak_tflops > 0 ? tflops / peak_tflops : 0.0}};
+                           {"mfu_vs_bf16_peak", peak_tflops > 0 ? tflops / peak_tflops : 0.0},
+                           {"micro_batches", static_cast<int64_t>(micro.size())},
+                           {"aten_ops_per_step", ops},
+                           {"aten_ops_per_token", double(ops) / tokens}};
   j.update(memory_json(dev));
   return j;
 }
@@ -176,14 +232,22 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
   model->eval();
   master = CausalLM(nullptr);
   auto samples = synthetic_samples(o);  // their prompts
-  auto run = [&] {
+  generator_stats last_stats;
+  // One generator for every run, as a rollouter keeps one: its CUDA graphs are captured in
+  // the warm-up run.
+  auto make_generator = [&](bool graphs) {
     generator_options go;
     go.max_slots = o.batch;
     go.max_seq_len = o.prompt + o.new_tokens;
     go.prefill_batch = o.batch;
     go.seed = 3;
     go.eos_id = -1;  // fixed lengths: every request generates exactly new_tokens
-    generator g(model.ptr(), go);
+    go.cuda_graphs = graphs;
+    return std::make_unique<generator>(model.ptr(), go);
+  };
+  auto gen = make_generator(o.cuda_graphs);
+  std::vector<gen_result> last;
+  auto run_on = [&](generator& g) {
     for (auto& s : samples) {
       gen_request r;
       r.id = s.uid;
@@ -194,14 +258,37 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
       g.submit(r);
     }
     double t0 = bench::now_s();
-    g.run_all();
+    last = g.run_all();
     cuda_synchronize();
     return bench::now_s() - t0;
   };
+  auto run = [&] { return run_on(*gen); };
   run();  // warm-up
   std::vector<double> secs;
   for (int r = 0; r < o.reps; ++r)
     secs.push_back(run());
+  last_stats = gen->stats();
+  // The graphs' tokens against eager decoding's (the CPU path), same weights and streams.
+  nlohmann::ordered_json check;
+  if (dev.is_cuda() && o.cuda_graphs) {
+    auto graph_results = last;
+    auto eager = make_generator(false);
+    run_on(*eager);
+    std::map<uint64_t, const gen_result*> by_id;
+    for (auto& r : last)
+      by_id[r.request.id] = &r;
+    int64_t same = 0;
+    double worst = 0;
+    for (auto& r : graph_results) {
+      const auto* e = by_id.at(r.request.id);
+      same += r.request.tokens == e->request.tokens ? 1 : 0;
+      for (size_t i = 0; i < std::min(r.request.logprobs.size(), e->request.logprobs.size()); ++i)
+        worst = std::max(worst, double(std::abs(r.request.logprobs[i] - e->request.logprobs[i])));
+    }
+    check = {{"responses", graph_results.size()}, {"same_tokens", same},
+             {"max_logprob_diff", worst}};
+  }
+  const int64_t ops = count_ops(run);
   const double s = bench::median(secs);
   const double tokens = double(o.batch * o.new_tokens);
   // Decode FLOPs: 2 N per generated token (prefill and attention left out).
@@ -211,8 +298,32 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
                            {"s_runs", secs},
                            {"tokens_per_s", tokens / s},
                            {"model_tflops", tflops},
-                           {"mfu_vs_bf16_peak", peak_tflops > 0 ? tflops / peak_tflops : 0.0}};
+                           {"mfu_vs_bf16_peak", peak_tflops > 0 ? tflops / peak_tflops : 0.0},
+                           {"decode_steps_all_runs", last_stats.decode_steps},
+                           {"chunks_all_runs", last_stats.chunks},
+                           {"graph_replays_all_runs", last_stats.graph_replays},
+                           {"graphs_captured", last_stats.graphs_captured},
+                           {"runs", o.reps + 1},
+                           {"graph_vs_eager", check},
+                           {"aten_ops_per_run", ops},
+                           {"aten_ops_per_token", double(ops) / tokens}};
   j.update(memory_json(dev));
+  // In-process weight sync of this model: a float32 master's snapshot in the rollout dtype
+  // (the trainer's publish) loaded into the rollout model (the rollouter's), as one version.
+  {
+    auto trainer_model = init_causal_lm(cfg, 0.02, 2, dev);
+    std::vector<double> sync_s;
+    for (int r = 0; r < 3; ++r) {
+      cuda_synchronize();
+      double t0 = bench::now_s();
+      auto snap = snapshot_weights(*trainer_model, r + 1,
+                                     bf16 ? weight_dtype::bf16 : weight_dtype::float32);
+      load_snapshot(*model, snap, /*alias=*/false);
+      cuda_synchronize();
+      sync_s.push_back(bench::now_s() - t0);
+    }
+    j["weight_sync_s"] = bench::median(sync_s);
+  }
   return j;
 }
 
@@ -225,11 +336,15 @@ int main(int argc, char** argv) {
   const torch::Device dev(o.device);
   const bool big = dev.is_cuda();
   o.shape = bench::arg(argc, argv, "--shape", big ? "qwen2.5-0.5b" : "small");
+  const bool with_generation = !bench::flag(argc, argv, "--skip-generation");
+  const auto objectives = bench::split_list(bench::arg(argc, argv, "--objectives", "policy_only,rl"));
   o.vocab = std::stoll(bench::arg(argc, argv, "--vocab", "100"));
   o.batch = std::stoll(bench::arg(argc, argv, "--batch", big ? "128" : "8"));
   o.prompt = std::stoll(bench::arg(argc, argv, "--prompt", big ? "16" : "8"));
   o.new_tokens = std::stoll(bench::arg(argc, argv, "--new-tokens", big ? "48" : "8"));
   o.micro = std::stoll(bench::arg(argc, argv, "--micro-batch", "32"));
+  o.micro_tokens = std::stoll(bench::arg(argc, argv, "--micro-batch-tokens", big ? "8192" : "0"));
+  o.cuda_graphs = bench::arg(argc, argv, "--cuda-graphs", "1") != "0";
   o.steps = std::stoi(bench::arg(argc, argv, "--steps", "3"));
   o.reps = std::stoi(bench::arg(argc, argv, "--reps", "2"));
   o.matmul = std::stoi(bench::arg(argc, argv, "--matmul", big ? "8192" : "512"));
@@ -242,6 +357,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto cfg = shape_config(o);
+  install_op_counter();
 
   nlohmann::ordered_json peak{{"bf16", matmul_tflops(dev, at::kBFloat16, o.matmul)},
                               {"float32", matmul_tflops(dev, at::kFloat, o.matmul)},
@@ -257,9 +373,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     const auto tp = bf16 ? train_precision::bf16 : train_precision::float32;
-    for (bool policy_only : {true, false})
-      trainer.push_back(bench_trainer(o, cfg, dev, tp, policy_only, bf16_peak));
-    gen.push_back(bench_generation(o, cfg, dev, bf16, bf16_peak));
+    for (const auto& obj : objectives)
+      trainer.push_back(bench_trainer(o, cfg, dev, tp, obj == "policy_only", bf16_peak));
+    if (with_generation) gen.push_back(bench_generation(o, cfg, dev, bf16, bf16_peak));
   }
   nlohmann::ordered_json j{{"benchmark", "device_throughput"},
                            {"machine", bench::machine()},
@@ -280,6 +396,8 @@ int main(int argc, char** argv) {
                            {"prompt_tokens", o.prompt},
                            {"new_tokens", o.new_tokens},
                            {"micro_batch", o.micro},
+                           {"micro_batch_tokens", o.micro_tokens},
+                           {"cuda_graphs", o.cuda_graphs},
                            {"matmul_peak_tflops", peak},
                            {"trainer", trainer},
                            {"generation", gen},

@@ -84,7 +84,8 @@ def e2e_run(args, shape, workdir):
            f"trainer.total_steps={args.e2e_steps}", "trainer.warmup_steps=0",
            "runtime.eval_before=false", "runtime.eval_after=false", "checkpoint.every_steps=0",
            "runtime.log_level=warn",
-           f"rollout.dtype={prec}", f"trainer.precision={prec}"]
+           f"rollout.dtype={prec}", f"trainer.precision={prec}",
+           f"trainer.micro_batch_tokens={args.micro_batch_tokens}", "rollout.chunk_tokens=16"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -159,32 +160,45 @@ def fmt(x, unit=""):
     return f"{x:.3g}{unit}"
 
 
+def ops(r):
+    v = r.get("aten_ops_per_token")
+    return "—" if v is None else f"{v:.1f}"
+
+
 def markdown(res):
     ours, ref, e2e = res["asyncrl"], res.get("reference") or {}, res.get("e2e") or {}
-    lines = ["| | tokens/s | vs reference | MFU (bf16 peak) | peak memory |", "| --- | --- | --- | --- | --- |"]
+    lines = ["| | tokens/s | vs reference | MFU (bf16 peak) | peak memory | ATen ops / token |",
+             "| --- | --- | --- | --- | --- | --- |"]
     gib = lambda b: f"{b / 2**30:.1f} GiB" if b else "—"  # noqa: E731
     for r in ref.get("train", []):
         lines.append(f"| PyTorch training step, {r['precision']} | {fmt(r.get('tokens_per_s'))} | 1 | "
-                     f"— | {gib(r.get('cuda_peak_allocated_bytes'))} |")
+                     f"— | {gib(r.get('cuda_peak_allocated_bytes'))} | — |")
     peak = ours["matmul_peak_tflops"]["bf16"]
     for r in ours["trainer"]:
         ref_row = pick(ref.get("train", []), precision="bf16_autocast" if r["precision"] == "bf16" else "float32")
         lines.append(f"| asyncrl trainer, {r['objective']}, {r['precision']} | {fmt(r['tokens_per_s'])} | "
                      f"{fmt(ratio(r, ref_row))} | {r['mfu_vs_bf16_peak']:.1%} | "
-                     f"{gib(r.get('cuda_peak_allocated_bytes'))} |")
+                     f"{gib(r.get('cuda_peak_allocated_bytes'))} | {ops(r)} |")
     for r in ref.get("generate", []):
         lines.append(f"| HF generate(), {r['dtype']} | {fmt(r.get('tokens_per_s'))} | 1 | — | "
-                     f"{gib(r.get('cuda_peak_allocated_bytes'))} |")
+                     f"{gib(r.get('cuda_peak_allocated_bytes'))} | — |")
     for r in ours["generation"]:
         lines.append(f"| asyncrl generation, {r['dtype']} | {fmt(r['tokens_per_s'])} | "
                      f"{fmt(ratio(r, pick(ref.get('generate', []), dtype=r['dtype'])))} | "
-                     f"{r['mfu_vs_bf16_peak']:.1%} | {gib(r.get('cuda_peak_allocated_bytes'))} |")
+                     f"{r['mfu_vs_bf16_peak']:.1%} | {gib(r.get('cuda_peak_allocated_bytes'))} | {ops(r)} |")
     if e2e and "error" not in e2e:
         c = res["ratios"]
         lines.append(f"| asyncrl fully async run, trainer (busy), {e2e['precision']} | "
-                     f"{fmt(e2e['trainer_tokens_per_s_busy'])} | {fmt(c.get('e2e_trainer_vs_torch_bf16'))} | — | — |")
+                     f"{fmt(e2e['trainer_tokens_per_s_busy'])} | {fmt(c.get('e2e_trainer_vs_torch_bf16'))} | — | — | — |")
         lines.append(f"| asyncrl fully async run, rollouter (busy), {e2e['precision']} | "
-                     f"{fmt(e2e['rollouter_tokens_per_s_busy'])} | {fmt(c.get('e2e_rollouter_vs_hf_bf16'))} | — | — |")
+                     f"{fmt(e2e['rollouter_tokens_per_s_busy'])} | {fmt(c.get('e2e_rollouter_vs_hf_bf16'))} | — | — | — |")
+    for r in ours["generation"]:
+        gv = r.get("graph_vs_eager") or {}
+        extra = (f"; CUDA graphs: {r.get('graphs_captured', 0)} captured, tokens equal to eager "
+                 f"decoding in {gv['same_tokens']} of {gv['responses']} responses, max log-prob "
+                 f"difference {gv['max_logprob_diff']:.1e}") if gv else ""
+        lines.append(f"\nweight sync ({r['dtype']} rollouts, in process): "
+                     f"{r.get('weight_sync_s', float('nan')) * 1e3:.1f} ms{extra}")
     lines.append(f"\nbf16 matmul peak {peak:.1f} TFLOP/s (asyncrl's measurement; the reference's "
                  f"{fmt((ref.get('matmul_peak_tflops') or {}).get('bf16'))})")
     return "\n".join(lines)
@@ -209,6 +223,8 @@ def main():
     p.add_argument("--new-tokens", type=int, default=0)
     p.add_argument("--e2e-steps", type=int, default=6, help="0 skips the end-to-end run")
     p.add_argument("--e2e-precision", default="bf16", choices=["bf16", "float32"])
+    p.add_argument("--micro-batch-tokens", type=int, default=8192,
+                   help="trainer.micro_batch_tokens of the end-to-end run (0 = one group each)")
     p.add_argument("--timeout", type=int, default=900, help="seconds for each part")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--out", default="")

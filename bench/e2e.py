@@ -6,26 +6,34 @@ time, which validates it (see "Simulator validation" below).
 
     bench/e2e.py --model DIR [--out bench/results] [--bin build/asyncrl] [--steps 20] [--reps 2]
                  [--modes a,b] [--workloads a,b] [--no-a3po] [--no-startup] [--quick]
-                 [--set KEY=VALUE ...]
+                 [--set KEY=VALUE ...] [--contention FILE]
 
 Writes e2e.json (per workload and mode: step time, tokens trained per second per core, idle
 ratios, phase times, contention, simulated step time; `speedup` over colocated sync; the targets
 with their bounds; the top-level keys "speedup.periodic_vs_sync_decoupled",
-"speedup.fully_async_partial_vs_sync" and "bound.periodic"; `startup`: periodic on the
-balanced workload with eager micro-batches against the trainer waiting for full ones, same
-repetitions), simulator_validation.json,
+"speedup.fully_async_partial_vs_sync", "bound.periodic", "bound.fully_async_partial" (the bounds
+from bench_contention's factors; null when it did not run) and "bound_self.<mode>"; `startup`:
+periodic on the balanced workload with eager micro-batches against the trainer waiting for full
+ones, same repetitions), simulator_validation.json,
 e2e_reward.png (reward vs wall time, every mode, balanced workload), e2e_step_time.png, and
 a3po_e2e.json (fully async step time with loglinear vs recompute prox).
 
 Phase times and contention (per run, steps after the warm-up, from metrics.jsonl):
   T_train  = step_time_s * (1 - trainer_idle_ratio)      trainer busy per step
   T_gen    = step_time_s * (1 - rollouter_idle_ratio)    rollout worker busy per step
-The ideal overlap bound uses the medians over steps of sync_decoupled's T_gen and T_train (there
-the phases alternate, each alone on its core) and the contention factors c_gen, c_train of the
-overlapped run (below):
+The overlap bounds use the medians over steps of sync_decoupled's T_gen and T_train (there the
+phases alternate, each alone on its core) and contention factors c_gen, c_train (time together /
+time alone):
   bound(periodic vs sync_decoupled)           = (T_gen + T_train) / max(c_gen T_gen, c_train T_train)
   bound(fully_async_partial vs colocated sync) = step_s(sync) / max(c_gen T_gen, c_train T_train)
-(with c_gen = c_train = c the first is (T_gen + T_train) / (c max(T_gen, T_train))).
+  ceiling: the same with c_gen = c_train = 1 (overlap hides the shorter phase completely)
+Two bounds are reported, with two sources of c_gen, c_train:
+  bound       c from bench_contention (contention.json of the same suite run, its mode matching
+              the runs' runtime.affinity): measured apart from the run it judges. The targets'
+              "share of the bound" uses this one; without contention.json it is null and the
+              reason is given (no fallback to the other).
+  bound_self  c of the overlapped run itself (step 4 below). A slow overlapped run raises its
+              own c and so lowers its own bar: it is reported, never judged against.
 
 Simulator validation: each run is simulated with its own measured costs, so that machine drift
 cancels (the costs are measured in the same minute as the run they predict):
@@ -186,6 +194,7 @@ class RunSimulator:
         with open(calibration) as f:
             self.base = json.load(f)
         self.calls = 0
+        self.sd_scales = {}  # (workload, id(sd_rows)) -> sync_decoupled's scales (same every mode)
 
     def simulate(self, workload, mode, rows, k_gen=1.0, k_train=1.0, c_gen=1.0, c_train=1.0):
         cal = dict(self.base)
@@ -217,7 +226,10 @@ class RunSimulator:
         c_gen = c_train = 1.0
         if mode != "sync":
             if mode != "sync_decoupled":
-                kd_gen, kd_train, _ = self.scales(workload, "sync_decoupled", sd_rows)
+                key = (workload, id(sd_rows))
+                if key not in self.sd_scales:
+                    self.sd_scales[key] = self.scales(workload, "sync_decoupled", sd_rows)
+                kd_gen, kd_train, _ = self.sd_scales[key]
 
                 def contention(rho, overlap, busy):
                     f = overlap / busy if busy > 0 else 0.0
@@ -236,7 +248,67 @@ def load_optional(path):
         return json.load(f)
 
 
-def speed_targets(result):
+# bench_contention's result counts as this suite run's when it was written at most this long
+# before the first e2e run ended (scripts/bench.sh runs it just before e2e.py).
+CONTENTION_MAX_AGE_S = 3600
+
+
+def affinity_of(overrides):
+    """The runtime.affinity the runs used: the last --set runtime.affinity=X, else the default
+    (runtime/config/sections.hpp: none)."""
+    val = "none"
+    for o in overrides:
+        k, _, v = o.partition("=")
+        if k.strip() == "runtime.affinity":
+            val = v.strip()
+    return val
+
+
+def independent_contention(cb, affinity, path="contention.json", age_s=None):
+    """c_gen, c_train for the bounds, from bench_contention's result `cb` (contention.json):
+    its mode named like the runs' runtime.affinity. Returns {"c_gen", "c_train", "source"}, or
+    {"missing": why} when there is none to use; never a substitute. age_s: how long before the
+    e2e runs the file was written (None: not checked)."""
+    if cb is None:
+        return {"missing": f"{path} absent: bench_contention did not run in this suite (not built?)"}
+    if age_s is not None and not 0 <= age_s <= CONTENTION_MAX_AGE_S:
+        when = f"{age_s / 3600:.1f} h before" if age_s > 0 else f"{-age_s:.0f} s after"
+        return {"missing": f"{path} was written {when} the e2e runs: not from this suite run"}
+    m = (cb.get("modes") or {}).get(affinity)
+    if not m or m.get("contention_gen") is None or m.get("contention_train") is None:
+        return {"missing": f"{path} has no mode '{affinity}' (the runs' runtime.affinity)"}
+    return {"c_gen": m["contention_gen"], "c_train": m["contention_train"],
+            "source": f"bench_contention, mode {affinity}"}
+
+
+def overlap_bound(base_step, t_gen, t_train, c_gen=1.0, c_train=1.0):
+    """The fastest an overlapped step can be is max(c_gen T_gen, c_train T_train): each phase
+    alone on its core, slowed by the other. The bound is the base step over that."""
+    return base_step / max(c_gen * t_gen, c_train * t_train)
+
+
+def overlap_note(t):
+    """One line: the phase balance of the baseline and what overlap can gain at most from it."""
+    tg, tt = t["T_gen_s"], t["T_train_s"]
+    if tt > tg:
+        bal, short, long_ = f"training is {tt / tg:.2f}x as long as generation", "generation", "T_train"
+    elif tg > tt:
+        bal, short, long_ = f"generation is {tg / tt:.2f}x as long as training", "training", "T_gen"
+    else:
+        bal, short, long_ = "the phases are equally long", "either phase", "T_train"
+    base = (f"T_gen + T_train = {tg + tt:.3f} s" if t["base"] == "sync_decoupled"
+            else f"{t['base_step_s']:.3f} s/step")
+    out = (f"{t['mode']} / {t['base']}, {t['workload']}: T_gen {tg:.3f} s, T_train {tt:.3f} s; "
+           f"{bal}, so overlap can at best hide {short} and an overlapped step takes at least "
+           f"{long_} ({max(tg, tt):.3f} s): at most {t['ceiling']:.2f}x over {t['base']} "
+           f"({base}) without contention")
+    if t.get("bound") is not None:
+        out += f", {t['bound']:.2f}x with bench_contention's factors"
+    return out + "."
+
+
+def speed_targets(result, contention):
+    """The issue-15 targets with their bounds. contention: independent_contention()'s answer."""
     out = {}
     for t in SPEED_TARGETS:
         wl = result["workloads"].get(t["workload"])
@@ -245,23 +317,47 @@ def speed_targets(result):
             continue
         m, sd = wl["modes"][t["mode"]], wl["modes"]["sync_decoupled"]
         speedup = wl["modes"][t["base"]]["step_s"] / m["step_s"]
-        c_gen, c_train = m["c_gen"], m["c_train"]
-        limit = max(c_gen * sd["t_gen_s"], c_train * sd["t_train_s"])
+        tg, tt = sd["t_gen_s"], sd["t_train_s"]
         if t["base"] == "sync_decoupled":
-            bound = (sd["t_gen_s"] + sd["t_train_s"]) / limit
+            base = tg + tt
             how = "(T_gen + T_train) / max(c_gen T_gen, c_train T_train)"
         else:
-            bound = wl["modes"][t["base"]]["step_s"] / limit
+            base = wl["modes"][t["base"]]["step_s"]
             how = f"step_s({t['base']}) / max(c_gen T_gen, c_train T_train)"
+        e = {"mode": t["mode"], "base": t["base"], "workload": t["workload"],
+             "target": t["target"], "frac_of_bound": t["frac_of_bound"], "measured": speedup,
+             "bound_formula": how, "base_step_s": base, "T_gen_s": tg, "T_train_s": tt,
+             "T_train_over_T_gen": tt / tg}
+        e["ceiling"] = overlap_bound(base, tg, tt)
+        e["share_of_ceiling"] = speedup / e["ceiling"]
+        e["c_gen_self"], e["c_train_self"] = m["c_gen"], m["c_train"]
+        e["bound_self"] = overlap_bound(base, tg, tt, m["c_gen"], m["c_train"])
+        e["share_of_bound_self"] = speedup / e["bound_self"]
+        if "missing" in contention:
+            e.update(bound=None, share_of_bound=None, c_gen=None, c_train=None,
+                     contention_missing=contention["missing"])
+        else:
+            e.update(c_gen=contention["c_gen"], c_train=contention["c_train"],
+                     contention_source=contention["source"])
+            e["bound"] = overlap_bound(base, tg, tt, e["c_gen"], e["c_train"])
+            e["share_of_bound"] = speedup / e["bound"]
+        # met: True / False, or None when the share of the bound decides and there is no bound.
         met = speedup >= t["target"]
-        if t["frac_of_bound"]:
-            met = met and speedup >= t["frac_of_bound"] * bound
-        out[t["key"]] = {"mode": t["mode"], "base": t["base"], "workload": t["workload"],
-                         "target": t["target"], "frac_of_bound": t["frac_of_bound"],
-                         "measured": speedup, "bound": bound, "share_of_bound": speedup / bound,
-                         "bound_formula": how, "T_gen_s": sd["t_gen_s"], "T_train_s": sd["t_train_s"],
-                         "c_gen": c_gen, "c_train": c_train, "met": met}
+        if t["frac_of_bound"] and met:
+            met = None if e["bound"] is None else speedup >= t["frac_of_bound"] * e["bound"]
+        e["met"] = met
+        e["overlap_note"] = overlap_note(e)
+        out[t["key"]] = e
     return out
+
+
+def contention_age_s(path, runs):
+    """Seconds from contention.json's write to the end of the first e2e run (None: no file)."""
+    if not os.path.exists(path):
+        return None
+    ends = [os.path.getmtime(os.path.join(d, "metrics.jsonl")) for d in runs
+            if os.path.exists(os.path.join(d, "metrics.jsonl"))]
+    return (min(ends) if ends else os.path.getmtime(path)) - os.path.getmtime(path)
 
 
 def main():
@@ -281,6 +377,10 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every run (repeatable), e.g. for an A/B of one key")
     ap.add_argument("--reuse", default="", help="a previous run's temp dir: summarize its runs again")
+    ap.add_argument("--contention", default="",
+                    help="bench_contention's result for the bounds (default: OUT/contention.json, "
+                         "used only when written within an hour before the runs; a file named here "
+                         "is used whatever its age)")
     a = ap.parse_args()
     global WARMUP
     if a.quick:
@@ -299,10 +399,12 @@ def main():
     print(f"[e2e] run directories under {tmp} (--reuse {tmp} summarizes them again)", file=sys.stderr)
     runs = {}  # (workload, mode) -> list of (summary, rows)
     startup_wait = []  # summaries of the periodic runs with waiting micro-batches
+    run_dirs = []
 
     def train(workload, mode, extra, tag):
         cfg, mode_extra = MODES[mode]
         run_dir = os.path.join(tmp, f"{workload}-{mode}-{tag}")
+        run_dirs.append(run_dir)
         if not (a.reuse and os.path.exists(os.path.join(run_dir, "summary.json"))):
             run([a.bin, "train", "-c", os.path.join(ROOT, "configs", cfg), f"model.path={a.model}",
                  f"trainer.total_steps={a.steps}", f"runtime.run_dir={run_dir}"] + COMMON +
@@ -378,13 +480,22 @@ def main():
     result["speedup"] = {m: result["workloads"][w]["speedup_vs_sync"][m] for m, w in pick.items()
                          if w in result["workloads"] and m in result["workloads"][w].get("speedup_vs_sync", {})}
     result["speedup_workload"] = pick
-    result["targets"] = speed_targets(result)
+    # The bounds' contention factors: bench_contention's, measured apart from the runs they judge
+    # (contention.json of this suite run, the mode of the runs' runtime.affinity).
+    cpath = a.contention or os.path.join(a.out, "contention.json")
+    result["contention_bench"] = load_optional(cpath)
+    result["affinity"] = affinity_of(a.set)
+    contention = independent_contention(result["contention_bench"], result["affinity"],
+                                        os.path.basename(cpath),
+                                        None if a.contention else contention_age_s(cpath, run_dirs))
+    result["bound_contention"] = contention
+    if "missing" in contention:
+        print(f"[e2e] no independent bound: {contention['missing']}", file=sys.stderr)
+    result["targets"] = speed_targets(result, contention)
     for key, t in result["targets"].items():
         result[f"speedup.{key}"] = t["measured"]
-        if t["mode"] == "periodic":
-            result["bound.periodic"] = t["bound"]
-        else:
-            result[f"bound.{t['mode']}"] = t["bound"]
+        result[f"bound.{t['mode']}"] = t["bound"]
+        result[f"bound_self.{t['mode']}"] = t["bound_self"]
     if startup_wait:
         keys = ["step_s", "first_group_s", "first_train_s", "tail_s", "trainer_idle_ratio",
                 "micro_batches"]
@@ -396,8 +507,6 @@ def main():
                     "repetitions of per-run medians over steps after the warm-up",
             "eager": {k: pick(eager, k) for k in keys},
             "wait": {k: pick(startup_wait, k) for k in keys}}
-    # Contention as bench_contention measured it, beside ours (if that benchmark ran).
-    result["contention_bench"] = load_optional(os.path.join(a.out, "contention.json"))
     errs = [abs(r["relative_error"]) for r in validation["runs"]]
     validation["max_abs_relative_error"] = max(errs)
     validation["within_15_percent"] = sum(e <= SIM_ERROR_OK for e in errs)
@@ -413,6 +522,8 @@ def main():
         with open(os.path.join(a.out, f"{name}.json"), "w") as f:
             json.dump(obj, f, indent=2)
     plots(a.out, runs, result, modes)
+    for t in result["targets"].values():
+        print(f"[e2e] {t['overlap_note']}", file=sys.stderr)
     print(json.dumps({"speedup": result["speedup"], "targets": result["targets"],
                       "simulator": [(r["workload"], r["mode"], round(r["relative_error"], 3))
                                     for r in validation["runs"]],

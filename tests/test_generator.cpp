@@ -5,6 +5,7 @@
 #include <torch/nn/module.h>
 
 #include <algorithm>
+#include <iostream>
 #include <map>
 
 #include "runtime/generation/generator.hpp"
@@ -357,4 +358,51 @@ TEST(Generator, TokensSoFarArePrefixesOfTheFinalResponse) {
   }
   EXPECT_NE(final_tokens[7], final_tokens[8]);
   EXPECT_TRUE(gen.tokens_so_far(99).empty());
+}
+
+// Device-resident chunks: decode steps run back to back on the device and the host reads the
+// tokens once per chunk. Catches a uniform drawn at the wrong counter (a token shifted by one
+// within a chunk), a token kept past EOS or past max_new_tokens, and a lost row.
+TEST(Generator, ChunksGiveTheTokensOfSingleSteps) {
+  auto run = [](int chunk, generator_stats* stats) {
+    auto model = tiny_model(4);
+    generator g(model, opts(/*slots=*/3, /*eos=*/2));
+    for (auto r : mixed_requests())
+      g.submit(r);
+    std::vector<gen_result> all;
+    while (!g.idle()) {
+      auto part = g.step(chunk);
+      for (auto& r : part)
+        all.push_back(std::move(r));
+    }
+    *stats = g.stats();
+    return by_id(std::move(all));
+  };
+  generator_stats one{}, many{};
+  auto a = run(1, &one);
+  auto b = run(16, &many);
+  ASSERT_EQ(a.size(), mixed_requests().size());
+  ASSERT_EQ(b.size(), a.size());
+  int eos_finished = 0;
+  for (auto& [id, r] : a) {
+    const auto& q = b.at(id);
+    EXPECT_EQ(q.request.tokens, r.request.tokens) << "request " << id;
+    EXPECT_EQ(q.reason, r.reason) << "request " << id;
+    ASSERT_EQ(q.request.logprobs.size(), r.request.logprobs.size());
+    for (size_t i = 0; i < r.request.logprobs.size(); ++i)
+      EXPECT_NEAR(q.request.logprobs[i], r.request.logprobs[i], 1e-5) << id << " token " << i;
+    // Nothing after EOS, nothing past the limit.
+    auto it = std::find(q.request.tokens.begin(), q.request.tokens.end(), 2);
+    if (it != q.request.tokens.end()) {
+      EXPECT_EQ(it + 1, q.request.tokens.end());
+      ++eos_finished;
+    }
+    EXPECT_LE(static_cast<int32_t>(q.request.tokens.size()), q.request.max_new_tokens);
+  }
+  EXPECT_EQ(one.tokens_generated, many.tokens_generated);
+  // Chunks of up to 16 steps: far fewer host reads than steps.
+  EXPECT_EQ(one.chunks, one.decode_steps);
+  EXPECT_LT(many.chunks * 3, many.decode_steps);
+  std::cout << "[chunks] " << eos_finished << " of " << a.size() << " stopped at EOS; "
+            << many.decode_steps << " decode steps in " << many.chunks << " chunks\n";
 }

@@ -1,6 +1,7 @@
 // Whole runs of the actor runtime under CAF's test coordinator (deterministic, no sleeps):
 // Theorem 1 (periodic == sync), no sample lost in any mode, staleness bounds, partial rollouts.
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -28,7 +29,11 @@ std::vector<nlohmann::json> parse(const std::vector<std::string>& lines) {
 class PeriodicEqualsSync : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PeriodicEqualsSync, AfterThreeSteps) {
-  const std::string precision = GetParam();
+  // "float32", "bf16", or "<precision>+tokens": micro-batches by a token budget across groups
+  // (trainer.micro_batch_tokens), still group-aligned, so still bitwise.
+  const std::string param = GetParam();
+  const bool by_tokens = param.find("+tokens") != std::string::npos;
+  const std::string precision = param.substr(0, param.find('+'));
   // Forced response lengths that vary per sample (the same in both runs): groups finish out of
   // group_id order, so periodic really consumes them in another order than sync.
   const std::vector<std::string> lengths{"workload.lengths=lognormal",
@@ -39,6 +44,7 @@ TEST_P(PeriodicEqualsSync, AfterThreeSteps) {
                                          "rollout.max_new_tokens=24"};
   auto with = [&](std::vector<std::string> o) {
     o.insert(o.end(), lengths.begin(), lengths.end());
+    if (by_tokens) o.push_back("trainer.micro_batch_tokens=4096");
     return o;
   };
   auto sync =
@@ -86,9 +92,23 @@ TEST_P(PeriodicEqualsSync, AfterThreeSteps) {
   EXPECT_GT(out_of_order, 0) << "periodic consumed groups in group_id order: nothing was tested";
   for (auto& m : parse(a.metrics))
     EXPECT_EQ(m["out_of_order_groups"], 0);
+  if (by_tokens) {
+    // The budget really packed the step's groups into one forward (16 responses of at most
+    // 24 tokens: far under 4096), where group-aligned micro-batches would take 4.
+    for (auto& m : pm) {
+      EXPECT_EQ(m["micro_batches"], 1);
+      EXPECT_EQ(m["samples_trained"], 16);
+    }
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Precision, PeriodicEqualsSync, ::testing::Values("float32", "bf16"));
+INSTANTIATE_TEST_SUITE_P(Precision, PeriodicEqualsSync,
+                         ::testing::Values("float32", "bf16", "float32+tokens"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '+', '_');
+                           return n;
+                         });
 
 struct mode_case {
   const char* name;
@@ -136,6 +156,14 @@ INSTANTIATE_TEST_SUITE_P(
             {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
              "async_training.partial_rollout=true", "trainer.ppo_mini_batch_size=2",
              "algorithm.loss=decoupled", "algorithm.prox_logp=loglinear", "trainer.total_steps=5"}},
+        mode_case{"periodic_token_budget_unaligned",
+                  {"async_training.mode=periodic", "rollout.num_workers=2",
+                   "trainer.group_aligned_micro_batches=false", "trainer.micro_batch_tokens=50"}},
+        mode_case{"fully_async_token_budget",
+                  {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
+                   "async_training.partial_rollout=true", "trainer.ppo_mini_batch_size=2",
+                   "algorithm.loss=decoupled", "trainer.micro_batch_tokens=50",
+                   "trainer.total_steps=4"}},
         mode_case{"eta_drop",
                   {"async_training.mode=fully_async", "async_training.staleness_threshold=2",
                    "async_training.max_staleness=0", "trainer.ppo_mini_batch_size=1",

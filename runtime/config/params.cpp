@@ -29,6 +29,7 @@ policy_trainer_params policy_trainer_params_from(const run_config& cfg) {
   p.loss_agg = al.loss_agg;
   p.shared_prompt_attention = tr.shared_prompt_attention;
   p.padding_free = tr.padding_free;
+  p.activation_checkpointing = tr.activation_checkpointing;
   p.deterministic_accumulation = tr.deterministic_accumulation;
   p.precision = tr.precision;
   p.compute_ref = tr.compute_ref;

@@ -107,7 +107,9 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
         non_negative_int());
   s.add("rollout.max_batch", &rollout.max_batch, "KV-cache slots per worker", positive_int());
   s.add("rollout.chunk_tokens", &rollout.chunk_tokens,
-        "decode steps between control-message checks", positive_int());
+        "decode steps between control-message checks; they run on the device back to back and "
+        "the host reads their tokens once (larger: fewer host round trips, later interrupts)",
+        positive_int());
 
   s.add("rollout.threads", &rollout.threads,
         "torch threads per rollout worker; 0 = all cores in sync+colocate, else shared",
@@ -267,6 +269,13 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
         "responses per forward/backward; with group_aligned_micro_batches a micro-batch never "
         "spans groups, so it holds at most rollout.n responses",
         positive_int());
+  s.add("trainer.micro_batch_tokens", &tr.micro_batch_tokens,
+        "> 0: fill each forward/backward with whole responses up to this many packed tokens, "
+        "across groups and prompts (replaces micro_batch_size; on a GPU, large micro-batches "
+        "keep the kernels busy). With group_aligned_micro_batches the step's groups are packed "
+        "in group-id order when the step closes, so arrival order still changes no bit; "
+        "without, they are packed as they arrive. 0 = off",
+        non_negative_int());
   s.add("trainer.group_aligned_micro_batches", &tr.group_aligned_micro_batches,
         "a micro-batch holds one group's responses only, so arrival order cannot change a bit "
         "of the update; false fills micro-batches across groups (faster, equal to ~1e-6)");
@@ -278,6 +287,10 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
         "prompts (groups) per optimizer step; 0 = data.train_batch_size", non_negative_int());
   s.add("trainer.shared_prompt_attention", &tr.shared_prompt_attention,
         "pack each prompt with its responses into one sequence");
+  s.add("trainer.activation_checkpointing", &tr.activation_checkpointing,
+        "keep only each decoder layer's input during the forward and recompute the layer in the "
+        "backward: activation memory of one layer instead of all, for about a third more "
+        "compute (for models or micro-batches that do not fit otherwise)");
   s.add("trainer.padding_free", &tr.padding_free,
         "put a micro-batch's sequences into one row with attention per sequence, so no token is "
         "padding; false = one row per sequence, padded to the longest");

@@ -6,8 +6,10 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <spdlog/spdlog.h>
 
 #include "runtime/common/rng.hpp"
+#include "runtime/generation/cuda_graph.hpp"
 #include "runtime/generation/sampler.hpp"
 #include "runtime/model/model.hpp"
 
@@ -55,6 +57,20 @@ struct generator::impl {
   std::vector<gen_result> finished;  // collected during a step, handed out at its end
   int64_t version = 0;
   generator_stats stats;
+
+  // The decode step's device inputs and outputs for one padded batch size: the captured
+  // graphs of that size read and write these very tensors.
+  struct step_buffers {
+    torch::Tensor ids, pos, temp, top_k, top_p, no_eos, uniform;  // (B,)
+  };
+  struct captured {
+    std::unique_ptr<cuda_graph> graph;
+    torch::Tensor tokens, logprobs;  // (B,) written by each replay
+  };
+  std::map<int64_t, step_buffers> buffers;                    // by padded batch size
+  std::map<std::pair<int64_t, int64_t>, captured> graphs;     // by (batch, span) bucket
+  std::vector<const void*> graph_weights;  // parameter addresses the graphs were captured on
+  bool graphs_failed = false;
 
   impl(std::shared_ptr<CausalLMImpl> m, generator_options o) : model(std::move(m)), opt(o) {
     TORCH_CHECK(model != nullptr, "generator needs a model");
@@ -238,6 +254,166 @@ struct generator::impl {
     retire_finished();
   }
 
+  // The decode step on device tensors: writes the keys/values of `b.ids` at `b.pos` and
+  // returns (tokens, logprobs) sampled with `b.uniform`. Keys 0..span-1 are read (the rest of
+  // the span is masked per row). No host synchronisation, so it can be captured.
+  std::pair<torch::Tensor, torch::Tensor> device_step(const step_buffers& b, int64_t span) {
+    auto logits = model->decode(b.ids, b.pos, span, cache);  // (B, V)
+    if (opt.eos_id >= 0) {
+      // ignore_eos rows: EOS gets no mass (as the host path's index_put did).
+      auto col = logits.select(1, opt.eos_id);
+      col.copy_(torch::where(b.no_eos, torch::full({}, -std::numeric_limits<float>::infinity(),
+                                                   col.options()),
+                             col));
+    }
+    auto out = sample_tokens(logits, sample_inputs{b.temp, b.top_k, b.top_p, b.uniform});
+    return {out.tokens, out.logprobs};
+  }
+
+  // Graph buckets: the batch padded to a power of two (at most max_slots), the key span to a
+  // power of two from 64 (at most max_seq_len), so a run needs few graphs.
+  int64_t batch_bucket(int64_t n) const {
+    int64_t b = 1;
+    while (b < n) b *= 2;
+    return std::min(b, opt.max_slots);
+  }
+  int64_t span_bucket(int64_t span) const {
+    int64_t s = 64;
+    while (s < span) s *= 2;
+    return std::min(s, opt.max_seq_len);
+  }
+
+  bool graphs_usable() {
+    if (!opt.cuda_graphs || graphs_failed || !device.is_cuda() || !cuda_graph::available())
+      return false;
+    // Graphs hold the parameters' addresses: weights replaced by new tensors (not copied in
+    // place) make them stale.
+    std::vector<const void*> now;
+    for (auto& p : model->parameters())
+      now.push_back(p.data_ptr());
+    if (now != graph_weights) {
+      graphs.clear();
+      graph_weights = std::move(now);
+    }
+    return true;
+  }
+
+  captured* graph_for(step_buffers& b, int64_t B, int64_t span) {
+    auto key = std::make_pair(B, span);
+    auto it = graphs.find(key);
+    if (it != graphs.end()) return &it->second;
+    captured c;
+    std::string why;
+    c.graph = cuda_graph::capture(
+        [&] {
+          auto out = device_step(b, span);
+          c.tokens = out.first;
+          c.logprobs = out.second;
+        },
+        why);
+    if (!c.graph) {
+      graphs_failed = true;
+      spdlog::warn("generator: CUDA graph capture failed, decoding eagerly: {}", why);
+      return nullptr;
+    }
+    ++stats.graphs_captured;
+    return &graphs.emplace(key, std::move(c)).first->second;
+  }
+
+  // Up to `max_steps` decode steps on the device for every active row, then one host read
+  // of the tokens. Returns the steps run.
+  int64_t decode_chunk(int64_t max_steps) {
+    const auto n = static_cast<int64_t>(active.size());
+    int64_t most = 1, max_pos = 0;
+    for (const auto& s : active) {
+      most = std::max<int64_t>(most, s.req.max_new_tokens - static_cast<int64_t>(s.req.tokens.size()));
+      max_pos = std::max(max_pos, s.pos);
+    }
+    const int64_t C = std::max<int64_t>(1, std::min(max_steps, most));
+    const bool use_graphs = graphs_usable();
+    const int64_t B = use_graphs ? batch_bucket(n) : n;
+    // Host inputs; padding rows (n..B-1, free cache slots) decode token 0 at position 0.
+    std::vector<int64_t> ids(B, 0), pos(B, 0), top_k(B, 0);
+    std::vector<float> temp(B, 1.f), top_p(B, 1.f);
+    std::vector<uint8_t> no_eos(B, 0);
+    std::vector<double> uni(C * B, 0.5);
+    for (int64_t i = 0; i < n; ++i) {
+      auto& s = active[i];
+      ids[i] = s.next_input;
+      pos[i] = s.pos;
+      temp[i] = static_cast<float>(s.req.sampling.temperature);
+      top_k[i] = s.req.sampling.top_k;
+      top_p[i] = static_cast<float>(s.req.sampling.top_p);
+      no_eos[i] = s.req.ignore_eos ? 1 : 0;
+      // Token j of a response always draws counter j of its stream, whatever the chunking.
+      for (int64_t c = 0; c < C; ++c)
+        uni[c * B + i] = s.rng.uniform(s.req.tokens.size() + static_cast<size_t>(c));
+    }
+    auto& b = buffers[B];
+    auto put = [&](torch::Tensor& dst, torch::Tensor src) {
+      src = src.to(device);
+      if (dst.defined() && dst.sizes() == src.sizes())
+        dst.copy_(src);  // in place: captured graphs read these addresses
+      else
+        dst = src;
+    };
+    put(b.ids, torch::tensor(ids, torch::kLong));
+    put(b.pos, torch::tensor(pos, torch::kLong));
+    put(b.temp, torch::tensor(temp));
+    put(b.top_k, torch::tensor(top_k, torch::kLong));
+    put(b.top_p, torch::tensor(top_p));
+    put(b.no_eos, torch::tensor(no_eos, torch::kUInt8).to(torch::kBool));
+    const auto uni_all = torch::tensor(uni, torch::kDouble).view({C, B}).to(device);
+    put(b.uniform, uni_all[0].clone());
+    auto toks_all = torch::empty({C, B}, torch::TensorOptions().dtype(torch::kLong).device(device));
+    auto lps_all = torch::empty({C, B}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    const int64_t last_pos = opt.max_seq_len - 1;
+    for (int64_t c = 0; c < C; ++c) {
+      // Rows past their end keep writing at the last cache position (their tokens are dropped).
+      const int64_t span = std::min(opt.max_seq_len, max_pos + c + 1);
+      torch::Tensor tok, lp;
+      captured* g = use_graphs ? graph_for(b, B, span_bucket(span)) : nullptr;
+      if (g != nullptr) {
+        g->graph->replay();
+        ++stats.graph_replays;
+        tok = g->tokens;
+        lp = g->logprobs;
+      } else {
+        std::tie(tok, lp) = device_step(b, span);
+      }
+      toks_all[c].copy_(tok);
+      lps_all[c].copy_(lp);
+      if (c + 1 < C) {
+        b.ids.copy_(tok);
+        b.pos.add_(1).clamp_max_(last_pos);
+        b.uniform.copy_(uni_all[c + 1]);
+      }
+    }
+    const auto toks = toks_all.narrow(1, 0, n).cpu();  // the chunk's one host read
+    const auto lps = lps_all.narrow(1, 0, n).cpu();
+    const auto* tp = toks.data_ptr<int64_t>();
+    const auto* lp = lps.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      auto& s = active[i];
+      for (int64_t c = 0; c < C; ++c) {
+        const auto t = tp[c * n + i];
+        s.req.tokens.push_back(static_cast<int32_t>(t));
+        s.req.logprobs.push_back(lp[c * n + i]);
+        s.req.versions.push_back(version);
+        s.next_input = t;
+        ++s.pos;
+        ++stats.tokens_generated;
+        if ((opt.eos_id >= 0 && t == opt.eos_id) ||
+            static_cast<int32_t>(s.req.tokens.size()) >= s.req.max_new_tokens)
+          break;  // finished: the rest of its chunk is dropped
+      }
+    }
+    stats.decode_steps += C;
+    ++stats.chunks;
+    retire_finished();
+    return C;
+  }
+
   void decode_once() {
     const auto n = static_cast<int64_t>(active.size());
     std::vector<size_t> rows(n);
@@ -282,10 +458,15 @@ void generator::submit(gen_request r) {
 std::vector<gen_result> generator::step(int max_steps) {
   torch::NoGradGuard no_grad;
   auto& m = *impl_;
-  for (int i = 0; i < max_steps; ++i) {
+  for (int64_t done = 0; done < max_steps;) {
     m.admit();
     if (m.active.empty()) break;
-    m.decode_once();
+    if (m.opt.use_kv_cache) {
+      done += m.decode_chunk(max_steps - done);
+    } else {
+      m.decode_once();
+      ++done;
+    }
   }
   m.admit();  // refill slots freed by the last decode, so the next call starts full
   return std::exchange(m.finished, {});

@@ -53,6 +53,10 @@ struct generator_options {
   int32_t eos_id = -1;         // -1 = never stop early
   int64_t prefill_batch = 64;  // contexts per prefill forward
   bool use_kv_cache = true;    // false = recompute the whole context every token (benchmarks)
+  /// On CUDA, replay each decode step from a captured CUDA graph (one per batch-size and
+  /// key-span bucket) instead of launching its kernels one by one. Same tokens and log-probs
+  /// as the eager step; falls back to it (logged once) where capture fails.
+  bool cuda_graphs = true;
 };
 
 /// Counters since construction.
@@ -63,6 +67,9 @@ struct generator_stats {
   int64_t prefills = 0;
   int64_t finished = 0;
   int64_t interrupted = 0;
+  int64_t chunks = 0;           // device-resident runs of decode steps (one host read each)
+  int64_t graphs_captured = 0;  // CUDA graphs captured (batch and span buckets)
+  int64_t graph_replays = 0;    // decode steps replayed from a graph
 };
 
 /// Generates responses for many requests at once. Waiting requests join free slots at every
@@ -82,6 +89,10 @@ class generator {
   void submit(gen_request r);
   /// Admits waiting requests into free slots (one prefill for each distinct context), then
   /// runs up to `max_steps` decode steps. Returns the requests that finished meanwhile.
+  /// The decode steps run on the device back to back, each sampling from the previous one's
+  /// token, and the host reads the tokens once at the end (a chunk): a row that finishes
+  /// inside the chunk decodes on until it ends and its extra tokens are dropped, and freed
+  /// slots are refilled at the next chunk.
   std::vector<gen_result> step(int max_steps);
   /// Steps until nothing is active or waiting.
   std::vector<gen_result> run_all();

@@ -1,6 +1,8 @@
 #include "runtime/model/model.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/linear.h>
 
@@ -166,6 +168,47 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const attention_
   return h + mlp(post_attention_layernorm(h));
 }
 
+namespace {
+
+// One decoder layer whose forward keeps only its input: the backward runs the layer again with
+// gradients and back-propagates through that (a reentrant backward, as PyTorch's checkpoint).
+// The attention inputs travel as tensors and addresses: the rotary tables and mask are saved,
+// the segment plan is the caller's (packed_batch outlives the backward).
+struct checkpointed_layer : torch::autograd::Function<checkpointed_layer> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               int64_t layer, int64_t inputs) {
+    const auto& in = *reinterpret_cast<const attention_inputs*>(inputs);
+    ctx->save_for_backward({x});
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["cos"] = in.cos;
+    ctx->saved_data["sin"] = in.sin;
+    ctx->saved_data["mask"] = in.mask;
+    ctx->saved_data["segments"] = reinterpret_cast<int64_t>(in.segments);
+    return reinterpret_cast<DecoderLayerImpl*>(layer)->forward(x, in);  // (B, T, hidden)
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    attention_inputs in;
+    in.cos = ctx->saved_data["cos"].toTensor();
+    in.sin = ctx->saved_data["sin"].toTensor();
+    if (ctx->saved_data["mask"].isTensor()) in.mask = ctx->saved_data["mask"].toTensor();
+    in.segments = reinterpret_cast<const segment_plan*>(ctx->saved_data["segments"].toInt());
+    auto* layer = reinterpret_cast<DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
+    torch::Tensor y;
+    {
+      torch::AutoGradMode with_grad(true);
+      y = layer->forward(x, in);
+    }
+    // Accumulates into the layer's parameters' .grad, as the one-pass backward does.
+    torch::autograd::backward({y}, {grad[0]});
+    return {x.grad(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 TransformerImpl::TransformerImpl(const model_config& cfg) {
   embed_tokens =
       register_module("embed_tokens", torch::nn::Embedding(cfg.vocab_size, cfg.hidden_size));
@@ -196,9 +239,15 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Te
   auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
   in.cos = emb.cos().to(h.scalar_type());
   in.sin = emb.sin().to(h.scalar_type());
+  const bool checkpoint = checkpoint_layers && torch::GradMode::is_enabled() &&
+                          in.cache == nullptr && in.k_out == nullptr;
   for (size_t l = 0; l < layer_list_.size(); ++l) {
     in.layer = static_cast<int64_t>(l);
-    h = layer_list_[l]->forward(h, in);
+    if (checkpoint)
+      h = checkpointed_layer::apply(h, reinterpret_cast<int64_t>(layer_list_[l].get()),
+                                    reinterpret_cast<int64_t>(&in));
+    else
+      h = layer_list_[l]->forward(h, in);
   }
   return norm(h);
 }

@@ -106,6 +106,10 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
+  /// Activation checkpointing: in a forward with gradients, keep only each decoder layer's
+  /// input and recompute the layer in the backward (about one more forward of compute for a
+  /// fraction of the activation memory). The same gradients (tested).
+  bool checkpoint_layers = false;
 
  private:
   torch::Tensor inv_freq_;  // (head_dim / 2,)

@@ -2,6 +2,8 @@
 
 #include "runtime/model/precision.hpp"
 
+#include <torch/version.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -133,8 +135,47 @@ segment_plan plan_segments(const std::vector<attention_block>& blocks, int64_t T
   return plan;
 }
 
+bool fused_attention_available() {
+#if TORCH_VERSION_MAJOR >= 2
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+// One bucket through scaled_dot_product_attention. qb: (nb, H, Lq, D); kb, vb: (nb, KVH, Lk,
+// D). Returns (nb, H, Lq, D).
+at::Tensor fused_bucket(const at::Tensor& qb, const at::Tensor& kb, const at::Tensor& vb,
+                        const attention_bucket& b) {
+#if TORCH_VERSION_MAJOR >= 2
+  const int64_t G = qb.size(1) / kb.size(1);
+  // Query head h reads kv head h / G: repeat each kv head G times in place.
+  auto k = G == 1 ? kb : kb.repeat_interleave(G, 1);  // (nb, H, Lk, D)
+  auto v = G == 1 ? vb : vb.repeat_interleave(G, 1);
+  // (nb, 1, Lq, Lk). Padding queries see nothing; a fully masked row is NaN in some kernels,
+  // so they see key slot 0 instead (their outputs are dropped either way, and so is any
+  // gradient through them).
+  auto mask = b.mask.squeeze(1);
+  auto blind = mask.any(-1, /*keepdim=*/true).logical_not();  // (nb, 1, Lq, 1)
+  auto first = at::zeros({b.k_len}, mask.options());
+  first[0] = true;
+  mask = mask.logical_or(blind.logical_and(first));
+  return at::scaled_dot_product_attention(qb, k, v, mask);
+#else
+  (void)qb, (void)kb, (void)vb, (void)b;
+  throw std::logic_error("segment_attention: fused attention needs libtorch 2.x");
+#endif
+}
+
+}  // namespace
+
 at::Tensor segment_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const segment_plan& plan) {
+                             const segment_plan& plan, attention_kernel kernel) {
+  if (kernel == attention_kernel::automatic)
+    kernel = q.is_cuda() && fused_attention_available() ? attention_kernel::fused
+                                                        : attention_kernel::eager;
   TORCH_CHECK(q.dim() == 4 && q.size(0) == 1 && k.size(0) == 1 && v.size(0) == 1,
               "segment_attention: expects one packed row, got q ", q.sizes());
   TORCH_CHECK(q.size(2) == plan.tokens, "segment_attention: the plan is for ", plan.tokens,
@@ -148,9 +189,16 @@ at::Tensor segment_attention(const at::Tensor& q, const at::Tensor& k, const at:
     const int64_t nb = b.blocks, Lq = b.q_len, Lk = b.k_len;
     // (H, nb*Lq, D) -> (nb, H, Lq, D) -> (nb, KVH, G*Lq, D): query heads of one kv head together
     auto qb = qt.index_select(1, b.q_idx).view({H, nb, Lq, D}).permute({1, 0, 2, 3});
-    qb = qb.reshape({nb, KVH, G * Lq, D});
     auto kb = kt.index_select(1, b.k_idx).view({KVH, nb, Lk, D}).permute({1, 0, 2, 3});
     auto vb = vt.index_select(1, b.k_idx).view({KVH, nb, Lk, D}).permute({1, 0, 2, 3});
+    if (kernel == attention_kernel::fused) {
+      auto out = fused_bucket(qb, kb, vb, b)    // (nb, H, Lq, D)
+                     .permute({0, 2, 1, 3})     // (nb, Lq, H, D)
+                     .reshape({nb * Lq, H * D});
+      parts.push_back(out.index_select(0, b.keep));
+      continue;
+    }
+    qb = qb.reshape({nb, KVH, G * Lq, D});
     // Scores, mask and softmax in at least float32; probs back in the values' dtype.
     auto scores =
         at_least_float(at::matmul(qb, kb.transpose(-1, -2))) / scale;  // (nb, KVH, G*Lq, Lk)

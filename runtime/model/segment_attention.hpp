@@ -49,10 +49,21 @@ struct segment_plan {
 segment_plan plan_segments(const std::vector<attention_block>& blocks, int64_t T, at::Device device,
                            double slack = 1.3);
 
+/// How each bucket's attention is computed. `eager`: matmul, masked float32 softmax, matmul
+/// (scores materialised). `fused`: libtorch 2.x's scaled_dot_product_attention with the
+/// bucket's mask (the memory-efficient kernel on CUDA: no scores in memory, one launch).
+/// `automatic`: fused on CUDA where libtorch has it, eager elsewhere (the CPU path).
+enum class attention_kernel : uint8_t { automatic, eager, fused };
+
+/// Whether this libtorch has scaled_dot_product_attention (2.x).
+bool fused_attention_available();
+
 /// Scaled dot-product attention of one packed row. q: (1, H, T, D); k, v: (1, KVH, T, D) with
 /// H a multiple of KVH (grouped-query heads h = kv * H/KVH + g). Returns (1, T, H * D);
-/// differentiable in q, k and v.
+/// differentiable in q, k and v. Both kernels compute the same function (tested against each
+/// other and a dense reference); `fused` throws where fused_attention_available() is false.
 at::Tensor segment_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const segment_plan& plan);
+                             const segment_plan& plan,
+                             attention_kernel kernel = attention_kernel::automatic);
 
 }  // namespace asyncrl

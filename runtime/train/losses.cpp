@@ -1,5 +1,7 @@
 #include "runtime/train/losses.hpp"
 
+#include <limits>
+
 #include <ATen/core/grad_mode.h>
 
 #include <stdexcept>
@@ -160,19 +162,44 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   out.loss = aggregate(per_token, mask, cfg.agg, in.norm);
 
   at::NoGradGuard no_grad;
-  auto& st = out.stats;
-  st.tokens = mask.sum().item<double>();
-  st.kept_tokens = kept.sum().item<double>();
-  st.clipped = clipped.logical_and(kept).sum().item<double>();
-  st.dual_clipped = dual_clipped.logical_and(kept).sum().item<double>();
-  if (out.kl_per_token.defined())
-    st.kl_sum = (out.kl_per_token.detach() * mask).sum().item<double>();
+  // All on the device, then (host_stats) one read: no host synchronisation per statistic.
+  const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
+  const double inf = std::numeric_limits<double>::infinity();
+  auto w = f64(weight);
+  auto kl = out.kl_per_token.defined() ? f64(out.kl_per_token.detach() * mask).sum()
+                                       : at::zeros({}, w.options());
+  out.stat_sums = at::stack({f64(mask.sum()), f64(kept.sum()),
+                             f64(clipped.logical_and(kept).sum()),
+                             f64(dual_clipped.logical_and(kept).sum()), kl,
+                             at::where(mask, w, inf).min(), at::where(mask, w, -inf).max(),
+                             at::where(mask, w, 0.0).sum()});  // (8,)
+  if (cfg.host_stats) out.stats = read_stats(out.stat_sums);
+  return out;
+}
+
+loss_stats read_stats(const at::Tensor& stat_sums) {
+  require(stat_sums.numel() == 8, "stat_sums must have 8 elements");
+  const auto h = stat_sums.to(at::kCPU, at::kDouble).contiguous();
+  const double* d = h.data_ptr<double>();
+  loss_stats st;
+  st.tokens = d[0];
+  st.kept_tokens = d[1];
+  st.clipped = d[2];
+  st.dual_clipped = d[3];
+  st.kl_sum = d[4];
   if (st.tokens > 0) {
-    auto w = weight.masked_select(mask);
-    st.weight_min = w.min().item<double>();
-    st.weight_max = w.max().item<double>();
-    st.weight_sum = w.to(at::kDouble).sum().item<double>();
+    st.weight_min = d[5];
+    st.weight_max = d[6];
+    st.weight_sum = d[7];
   }
+  return st;
+}
+
+at::Tensor combine_stats(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined()) return b;
+  auto out = a + b;
+  out[5] = at::minimum(a[5], b[5]);
+  out[6] = at::maximum(a[6], b[6]);
   return out;
 }
 

@@ -92,6 +92,9 @@ struct loss_config {
   double kl_coef = 0.0;
   double imp_weight_cap = 0.0;
   loss_aggregation agg = loss_aggregation::token_mean;
+  /// false: leave `loss_outputs::stats` empty and only fill `stat_sums` on the device, so the
+  /// loss needs no host synchronisation (the trainer reads the sums once per step).
+  bool host_stats = true;
 };
 
 /// Per-token inputs of one (micro-)batch, all the same shape.
@@ -121,7 +124,16 @@ struct loss_outputs {
   at::Tensor pg_per_token;
   at::Tensor kl_per_token;  // undefined without logp_ref
   loss_stats stats;
+  /// The same statistics as a (8,) float64 tensor on the loss's device: tokens, kept_tokens,
+  /// clipped, dual_clipped, kl_sum, weight_min, weight_max, weight_sum (min/max are +inf/-inf
+  /// when no token is masked in). Sums of micro-batches add, except min/max.
+  at::Tensor stat_sums;
 };
+
+/// stat_sums of one or more micro-batches (added, min/max combined) on the host.
+loss_stats read_stats(const at::Tensor& stat_sums);
+/// a + b for stat_sums: sums add, weight_min/weight_max take the min/max.
+at::Tensor combine_stats(const at::Tensor& a, const at::Tensor& b);
 
 /// The full per-token objective, aggregated: pg + kl_coef * k3.
 loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg);

@@ -6,6 +6,8 @@
 
 #include "runtime/common/torch_compat.hpp"
 
+#include <torch/version.h>
+
 namespace asyncrl {
 
 policy_optimizer::policy_optimizer(std::vector<torch::Tensor> params, optimizer_options opt)
@@ -21,13 +23,32 @@ void policy_optimizer::zero_grad() {
     if (p.grad().defined()) p.mutable_grad().zero_();
 }
 
+bool fused_adamw_available() {
+#if TORCH_VERSION_MAJOR >= 2
+  return true;
+#else
+  return false;
+#endif
+}
+
 step_outcome policy_optimizer::step(double lr, bool loss_finite) {
   step_outcome out;
-  // Global L2 norm over all gradients, accumulated in float64 on the host side of the sum.
-  torch::Tensor sq = torch::zeros({}, torch::kDouble);
+  // Global L2 norm: each gradient's float64 square sum on its device, then one host read and
+  // the same left-to-right float64 sum as a loop over parameters (no read per parameter).
+  std::vector<torch::Tensor> sq, grads;
   for (auto& p : params_)
-    if (p.grad().defined()) sq = sq + p.grad().to(torch::kDouble).pow(2).sum().cpu();
-  out.grad_norm = std::sqrt(sq.item<double>());
+    if (p.grad().defined()) {
+      sq.push_back(p.grad().to(torch::kDouble).pow(2).sum());
+      grads.push_back(p.grad());
+    }
+  double total = 0.0;
+  if (!sq.empty()) {
+    const auto host = torch::stack(sq).cpu();
+    const double* d = host.data_ptr<double>();
+    for (int64_t i = 0; i < host.numel(); ++i)
+      total += d[i];
+  }
+  out.grad_norm = std::sqrt(total);
   if (!loss_finite || !std::isfinite(out.grad_norm)) {
     if (!loss_finite && std::isfinite(out.grad_norm)) out.grad_norm = NAN;
     out.skipped = true;
@@ -37,14 +58,63 @@ step_outcome policy_optimizer::step(double lr, bool loss_finite) {
   }
   if (opt_.grad_clip > 0 && out.grad_norm > opt_.grad_clip) {
     const double scale = opt_.grad_clip / (out.grad_norm + 1e-6);
-    for (auto& p : params_)
-      if (p.grad().defined()) p.mutable_grad().mul_(scale);
+    torch::NoGradGuard ng;
+    at::_foreach_mul_(grads, scale);
   }
   for (auto& group : adam_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-  adam_->step();
+  if (opt_.fused && fused_adamw_available())
+    fused_step(lr);
+  else
+    adam_->step();
   ++steps_;
   return out;
+}
+
+void policy_optimizer::fused_step(double lr) {
+#if TORCH_VERSION_MAJOR >= 2
+  torch::NoGradGuard ng;
+  using state_map = std::decay_t<decltype(adam_->state())>;
+  auto& states = adam_->state();
+  if (fused_steps_.size() != params_.size()) fused_steps_.assign(params_.size(), {});
+  std::vector<torch::Tensor> ps, gs, m, v, steps;
+  std::vector<torch::optim::AdamWParamState*> touched;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    if (!p.grad().defined()) continue;
+    const auto key = compat::optimizer_state_key<state_map>(p);
+    auto it = states.find(key);
+    if (it == states.end()) {
+      // What torch::optim::AdamW creates on a parameter's first step.
+      auto st = std::make_unique<torch::optim::AdamWParamState>();
+      st->step(0);
+      st->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
+      st->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
+      it = states.emplace(key, std::move(st)).first;
+      fused_steps_[i] = torch::Tensor();
+    }
+    auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    if (!fused_steps_[i].defined())
+      fused_steps_[i] = torch::full({}, static_cast<double>(st.step()),
+                                    p.options().dtype(torch::kFloat32));
+    ps.push_back(p);
+    gs.push_back(p.grad());
+    m.push_back(st.exp_avg());
+    v.push_back(st.exp_avg_sq());
+    steps.push_back(fused_steps_[i]);
+    touched.push_back(&st);
+  }
+  if (ps.empty()) return;
+  // The kernel reads the incremented count, as torch.optim.AdamW(fused=True) does.
+  at::_foreach_add_(steps, 1.0);
+  at::_fused_adamw_(ps, gs, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, opt_.beta1, opt_.beta2,
+                    opt_.weight_decay, opt_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  for (auto* st : touched)
+    st->step(st->step() + 1);  // the host count that save() writes
+#else
+  (void)lr;
+  adam_->step();
+#endif
 }
 
 namespace {
@@ -106,6 +176,7 @@ void policy_optimizer::load(torch::serialize::InputArchive& ar) {
     check_moment(i, "max_exp_avg_sq", st.max_exp_avg_sq(), params_[i]);
   }
   adam_->state() = std::move(scratch.state());
+  fused_steps_.clear();  // rebuilt from the loaded step counts
   steps_ = steps.toInt();
   skipped_ = skipped.toInt();
 }

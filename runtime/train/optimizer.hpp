@@ -17,7 +17,15 @@ struct optimizer_options {
   double beta2 = 0.999;
   double eps = 1e-8;
   double grad_clip = 1.0;  // 0 = no clipping
+  /// The multi-tensor fused AdamW kernel (one launch for every parameter instead of about ten
+  /// per parameter) where libtorch has it (2.x, CPU and CUDA); otherwise, and when false,
+  /// libtorch's reference torch::optim::AdamW. Same update to float32 rounding; the state
+  /// (moments, step counts) is the same either way, so checkpoints move between the two.
+  bool fused = true;
 };
+
+/// Whether this libtorch has the fused AdamW kernel (libtorch 2.x).
+bool fused_adamw_available();
 
 /// What one step did.
 struct step_outcome {
@@ -53,6 +61,10 @@ class policy_optimizer {
   std::unique_ptr<torch::optim::AdamW> adam_;
   int64_t skipped_ = 0;
   int64_t steps_ = 0;
+  // The fused path's per-parameter step counts as float32 tensors on the parameters' device
+  // (what the kernel reads); rebuilt from the AdamW state after load().
+  std::vector<torch::Tensor> fused_steps_;
+  void fused_step(double lr);
 };
 
 }  // namespace asyncrl

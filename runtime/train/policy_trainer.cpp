@@ -64,6 +64,7 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
     policy_->to(at::kFloat);
     policy_->set_compute_dtype(at::kBFloat16);
   }
+  policy_->model->checkpoint_layers = p_.activation_checkpointing;
   old_ = frozen_copy(policy_);
   ref_ = frozen_copy(policy_);
   loss_cfg_.loss = p_.loss;
@@ -71,6 +72,7 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
   loss_cfg_.kl_coef = p_.kl_coef;
   loss_cfg_.imp_weight_cap = p_.imp_weight_cap;
   loss_cfg_.agg = p_.loss_agg;
+  loss_cfg_.host_stats = false;
   optimizer_options oo;
   oo.lr = p_.lr;
   oo.weight_decay = p_.weight_decay;
@@ -147,8 +149,8 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   auto logits = response_logits(*policy_, b, p_.temperature);  // (N, V), with grad
   auto logp = rows(token_logprobs(logits, b.targets));
   {
-    at::NoGradGuard ng;
-    entropy_sum_ += rl::entropy_from_logits(logits.detach()).sum().item<double>();
+    at::NoGradGuard ng;  // summed on the device; step() reads it
+    add_device_sum(entropy_dev_, rl::entropy_from_logits(logits.detach()).sum());
   }
 
   rl::loss_inputs in;
@@ -193,16 +195,14 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
     }
   }
 
-  const auto& st = out.stats;
-  loss_sum_ += out.loss.item<double>();
-  kl_sum_ += st.kl_sum;
-  clipped_ += st.clipped;
-  dual_clipped_ += st.dual_clipped;
-  weight_sum_ += st.weight_sum;
-  weight_min_ = tokens_ == 0 ? st.weight_min : std::min(weight_min_, st.weight_min);
-  weight_max_ = tokens_ == 0 ? st.weight_max : std::max(weight_max_, st.weight_max);
-  tokens_ += static_cast<int64_t>(st.tokens);
-  kept_ += static_cast<int64_t>(st.kept_tokens);
+  {
+    // No host read per micro-batch: the loss and the statistics stay on the device until
+    // step() (a read would stall the launch queue once per micro-batch).
+    at::NoGradGuard ng;
+    add_device_sum(loss_dev_, out.loss.detach());
+    stat_sums_ = rl::combine_stats(stat_sums_, out.stat_sums);
+  }
+  tokens_ += N;  // every response token is in the mask
   samples_ += b.samples;
   processed_ += b.tokens_processed;
   real_ += b.tokens_real;
@@ -276,6 +276,7 @@ update_stats policy_trainer::step() {
       }
     }
   }
+  read_minibatch_sums();
   u.loss = loss_sum_ / norm;
   u.lr = schedule_.at(steps_taken_);
   auto outcome = optimizer_->step(u.lr, std::isfinite(u.loss));
@@ -315,6 +316,30 @@ update_stats policy_trainer::step() {
   return u;
 }
 
+void policy_trainer::add_device_sum(at::Tensor& acc, const at::Tensor& x) {
+  auto v = x.to(at::kDouble);
+  acc = acc.defined() ? acc + v : v;
+}
+
+void policy_trainer::read_minibatch_sums() {
+  // One host read for the whole mini-batch.
+  auto zero = at::zeros({}, at::kDouble);
+  auto dev = [&](const at::Tensor& t) { return t.defined() ? t.reshape({1}).cpu() : zero.reshape({1}); };
+  auto host = at::cat({dev(loss_dev_), dev(entropy_dev_)});
+  loss_sum_ = host[0].item<double>();
+  entropy_sum_ = host[1].item<double>();
+  if (stat_sums_.defined()) {
+    const auto st = rl::read_stats(stat_sums_);
+    kl_sum_ = st.kl_sum;
+    clipped_ = st.clipped;
+    dual_clipped_ = st.dual_clipped;
+    weight_sum_ = st.weight_sum;
+    weight_min_ = st.weight_min;
+    weight_max_ = st.weight_max;
+    kept_ = static_cast<int64_t>(st.kept_tokens);
+  }
+}
+
 void policy_trainer::clear_minibatch_sums() {
   loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
   weight_min_ = weight_max_ = 0;
@@ -322,6 +347,7 @@ void policy_trainer::clear_minibatch_sums() {
   staleness_max_ = 0;
   prox_ms_ = 0;
   mismatch_sums_ = at::Tensor();
+  loss_dev_ = entropy_dev_ = stat_sums_ = at::Tensor();
 }
 
 }  // namespace asyncrl

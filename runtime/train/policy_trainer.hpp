@@ -106,6 +106,11 @@ class policy_trainer {
   // The mini-batch's rollout/trainer mismatch on the device: (4,) float64 = sum |x|, max |x|,
   // sum k3, token count (undefined until a micro-batch adds to it). Read once, in step().
   at::Tensor mismatch_sums_;
+  // The mini-batch's loss and entropy sums and loss statistics (rl::loss_outputs::stat_sums),
+  // on the device; read_minibatch_sums() brings them to the host fields above in step().
+  at::Tensor loss_dev_, entropy_dev_, stat_sums_;
+  static void add_device_sum(at::Tensor& acc, const at::Tensor& x);
+  void read_minibatch_sums();
   // Adds one micro-batch's rollout/trainer mismatch: `train_logp` and `rollout_logp` (M, L) over
   // the response tokens where `same_weights` is true.
   void add_mismatch(const at::Tensor& train_logp, const at::Tensor& rollout_logp,

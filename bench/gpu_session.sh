@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The whole GPU measurement of docs/benchmarks.md as one bounded script, for the lent GPU
+# machine (see ../shared/gpu: its kit in .gpu-kit builds the project there). Writes under $OUT:
+#   session.log (summary lines), device_compare.{json,md} (asyncrl next to plain PyTorch and HF
+#   generate(), and the end-to-end fully async run), ablation.json (the same benchmark with
+#   one-group micro-batches and eager decode: the state before issue 26), big.json (the
+#   Qwen2.5-1.5B shape), build logs.
+#   OUT=/tmp/out bash bench/gpu_session.sh
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${OUT:?set OUT}"
+mkdir -p "$OUT"
+t0=$(date +%s)
+say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$OUT/session.log"; }
+say "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
+OUT="$OUT" bash .gpu-kit/device-build.sh bench_device_throughput >"$OUT/build_summary.txt" 2>&1
+say "build bench: rc=$? $(tail -1 "$OUT/build_summary.txt")"
+export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+cmake --build build-gpu -j "$(nproc)" --target asyncrl_cli >>"$OUT/build.log" 2>&1
+say "build cli: rc=$?"
+B=build-gpu/bench/bench_device_throughput
+# The measured table: asyncrl (bf16 and float32), the PyTorch/HF reference, the e2e run.
+PART_TIMEOUT=${PART_TIMEOUT:-150} timeout 420 bash bench/device_run.sh build-gpu "$OUT/dc" \
+  >"$OUT/device_run.txt" 2>&1
+say "device_compare: rc=$?"
+cp "$OUT/dc/device_compare.json" "$OUT/dc/device_compare.md" "$OUT/" 2>/dev/null
+sed -n '/^| /p' "$OUT/device_compare.md" 2>/dev/null | head -20 | tee -a "$OUT/session.log"
+# Ablation: what each change is worth, on the same machine in the same run.
+timeout 90 $B --precisions bf16 --micro-batch-tokens 0 --micro-batch 8 --cuda-graphs 0 \
+  --steps 2 --reps 1 --matmul 1024 >"$OUT/ablation.json" 2>"$OUT/ablation.err"
+say "ablation (one group per micro-batch, eager decode): rc=$?"
+timeout 90 $B --precisions bf16 --cuda-graphs 0 --steps 2 --reps 1 --matmul 1024 \
+  --objectives policy_only >"$OUT/nographs.json" 2>>"$OUT/ablation.err"
+say "ablation (token budget, eager decode): rc=$?"
+timeout 120 $B --shape qwen2.5-1.5b --precisions bf16 --batch 128 --prompt 64 --new-tokens 448 \
+  --micro-batch-tokens 8192 --objectives rl --steps 1 --reps 1 --matmul 1024 \
+  >"$OUT/big.json" 2>"$OUT/big.err"
+say "qwen2.5-1.5b shape, 128 x 512 tokens: rc=$?"
+python3 - "$OUT" <<'PY' | tee -a "$OUT/session.log"
+import json, sys
+o = sys.argv[1]
+def load(f):
+    try:
+        t = open(f"{o}/{f}").read(); i = t.find("\n{")
+        return json.loads(t[i + 1:] if i >= 0 else t)
+    except Exception as e:
+        print(f, "unreadable:", e); return None
+for f in ("ablation.json", "nographs.json", "big.json"):
+    j = load(f)
+    if not j: continue
+    for r in j["trainer"]:
+        print(f, r["precision"], r["objective"], "train tok/s", round(r["tokens_per_s"]),
+              "ops/token", round(r["aten_ops_per_token"], 1), "peak GB",
+              round(r.get("cuda_peak_allocated_bytes", 0) / 2**30, 1))
+    for r in j["generation"]:
+        print(f, r["dtype"], "gen tok/s", round(r["tokens_per_s"]), "ops/token",
+              round(r["aten_ops_per_token"], 2), "graphs", r["graphs_captured"],
+              "sync s", round(r["weight_sync_s"], 4))
+PY
+say "done"
