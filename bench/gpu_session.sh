@@ -20,19 +20,19 @@ cmake --build build-gpu -j "$(nproc)" --target asyncrl_cli >>"$OUT/build.log" 2>
 say "build cli: rc=$?"
 B=build-gpu/bench/bench_device_throughput
 # The measured table: asyncrl (bf16 and float32), the PyTorch/HF reference, the e2e run.
-PART_TIMEOUT=${PART_TIMEOUT:-150} timeout 420 bash bench/device_run.sh build-gpu "$OUT/dc" \
+PART_TIMEOUT=${PART_TIMEOUT:-150} timeout 300 bash bench/device_run.sh build-gpu "$OUT/dc" \
   >"$OUT/device_run.txt" 2>&1
 say "device_compare: rc=$?"
 cp "$OUT/dc/device_compare.json" "$OUT/dc/device_compare.md" "$OUT/" 2>/dev/null
 sed -n '/^| /p' "$OUT/device_compare.md" 2>/dev/null | head -20 | tee -a "$OUT/session.log"
 # Ablation: what each change is worth, on the same machine in the same run.
-timeout 90 $B --precisions bf16 --micro-batch-tokens 0 --micro-batch 8 --cuda-graphs 0 \
+timeout 75 $B --precisions bf16 --micro-batch-tokens 0 --micro-batch 8 --cuda-graphs 0 \
   --steps 2 --reps 1 --matmul 1024 >"$OUT/ablation.json" 2>"$OUT/ablation.err"
 say "ablation (one group per micro-batch, eager decode): rc=$?"
-timeout 90 $B --precisions bf16 --cuda-graphs 0 --steps 2 --reps 1 --matmul 1024 \
+timeout 60 $B --precisions bf16 --cuda-graphs 0 --steps 2 --reps 1 --matmul 1024 \
   --objectives policy_only >"$OUT/nographs.json" 2>>"$OUT/ablation.err"
 say "ablation (token budget, eager decode): rc=$?"
-timeout 120 $B --shape qwen2.5-1.5b --precisions bf16 --batch 128 --prompt 64 --new-tokens 448 \
+timeout 100 $B --shape qwen2.5-1.5b --precisions bf16 --batch 128 --prompt 64 --new-tokens 448 \
   --micro-batch-tokens 8192 --objectives rl --steps 1 --reps 1 --matmul 1024 \
   >"$OUT/big.json" 2>"$OUT/big.err"
 say "qwen2.5-1.5b shape, 128 x 512 tokens: rc=$?"
