@@ -268,6 +268,7 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
   for (int r = 0; r < o.reps; ++r)
     secs.push_back(run());
   last_stats = gen->stats();
+  const std::string graph_error = gen->graph_error();
   // The graphs' tokens against eager decoding's (the CPU path), same weights and streams.
   nlohmann::ordered_json check;
   if (dev.is_cuda() && o.cuda_graphs) {
@@ -303,6 +304,7 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
                            {"chunks_all_runs", last_stats.chunks},
                            {"graph_replays_all_runs", last_stats.graph_replays},
                            {"graphs_captured", last_stats.graphs_captured},
+                           {"graph_error", graph_error},
                            {"runs", o.reps + 1},
                            {"graph_vs_eager", check},
                            {"aten_ops_per_run", ops},

@@ -86,7 +86,31 @@ def main():
     check(0 <= e2e["mismatch_abs_mean"] <= e2e["mismatch_abs_max"] < 0.5,
           f"bf16 e2e mismatch mean {e2e['mismatch_abs_mean']} max {e2e['mismatch_abs_max']}")
     check("| asyncrl trainer, policy_only, bf16 |" in text, "markdown table missing")
+    check_op_counts(ours)
     print("ok: device_compare CPU mode", "with" if python else "without", "the reference")
+
+
+# The CPU proxy of kernel launches: ATen operators dispatched per trained and per generated
+# token at the small shape, against the counts kept in bench/results/aten_ops_cpu.json (same
+# libtorch version only: another version dispatches other internals). Deterministic, so a
+# change that multiplies the operators (a per-parameter loop, a micro-batch split, a host
+# round trip per token) fails here without a GPU. Allowed: 1.25x the kept count.
+def check_op_counts(ours):
+    kept_path = os.path.join(HERE, "results", "aten_ops_cpu.json")
+    kept = json.load(open(kept_path))
+    now = {f"trainer/{r['precision']}/{r['objective']}": r["aten_ops_per_token"] for r in ours["trainer"]}
+    now.update({f"generation/{r['dtype']}": r["aten_ops_per_token"] for r in ours["generation"]})
+    for k, v in now.items():
+        check(v is not None and v > 0, f"no ATen operator count for {k}")
+    if kept["libtorch"] != ours["libtorch"]:
+        print(f"note: ATen op counts not compared: kept for libtorch {kept['libtorch']}, "
+              f"this build has {ours['libtorch']}")
+        return
+    for k, want in kept["small"].items():
+        check(k in now, f"ATen op count {k} missing")
+        print(f"ATen ops per token {k}: {now[k]:.2f} (kept {want:.2f})")
+        check(now[k] <= 1.25 * want, f"ATen ops per token {k}: {now[k]:.2f}, more than 1.25x the kept "
+              f"{want:.2f} (bench/results/aten_ops_cpu.json): a change multiplied the operators")
 
 
 if __name__ == "__main__":

@@ -99,3 +99,26 @@ TEST(FusedAdamW, SkippedStepLeavesWeightsAndState) {
 
 }  // namespace
 }  // namespace asyncrl
+
+namespace asyncrl {
+namespace {
+
+// policy_trainer::step() with a single micro-batch divides the float32 gradient by the token
+// count in float32 (one _foreach_div_), where several micro-batches go through float64 sums
+// divided in float64 and rounded to float32. The two agree bit for bit because float64 has more
+// than 2 * 24 + 2 bits (a float32 quotient rounded twice is rounded once). Checked here on
+// random gradients, tiny and huge, and counts up to 2^24. Catches a kernel that multiplies by a
+// rounded reciprocal instead of dividing.
+TEST(SingleMicroBatch, Float32DivisionIsTheRoundedFloat64Division) {
+  torch::manual_seed(7);
+  auto g = torch::randn({100000}) * torch::exp(torch::randn({100000}) * 20);  // wide exponents
+  for (double n : {1.0, 3.0, 7.0, 1000.0, 4097.0, 65537.0, 16777215.0}) {
+    std::vector<torch::Tensor> list{g.clone()};
+    at::_foreach_div_(list, at::Scalar(n));
+    auto want = (g.to(torch::kDouble) / n).to(torch::kFloat);
+    EXPECT_TRUE(torch::equal(list[0], want)) << "count " << n;
+  }
+}
+
+}  // namespace
+}  // namespace asyncrl

@@ -21,6 +21,15 @@ struct cuda_graph::impl {
 cuda_graph::cuda_graph() : impl_(std::make_unique<impl>()) {}
 cuda_graph::~cuda_graph() = default;
 
+cuda_graph::pool_id cuda_graph::new_pool() {
+#if ASYNCRL_TORCH_CUDA
+  const auto id = at::cuda::graph_pool_handle();
+  return {static_cast<uint64_t>(id.first), static_cast<uint64_t>(id.second)};
+#else
+  return {};
+#endif
+}
+
 bool cuda_graph::available() {
 #if ASYNCRL_TORCH_CUDA
   return true;
@@ -30,10 +39,9 @@ bool cuda_graph::available() {
 }
 
 std::unique_ptr<cuda_graph> cuda_graph::capture(const std::function<void()>& work,
-                                                std::string& why) {
+                                                pool_id pool, std::string& why) {
 #if ASYNCRL_TORCH_CUDA
   try {
-    static const auto pool = at::cuda::graph_pool_handle();
     std::unique_ptr<cuda_graph> g(new cuda_graph());
     // Capture must not run on the default stream; the side stream first waits for what the
     // default stream queued (the inputs the work reads).
@@ -45,7 +53,7 @@ std::unique_ptr<cuda_graph> cuda_graph::capture(const std::function<void()>& wor
       side.synchronize();
       // Thread-local capture: another thread's CUDA work (a trainer sharing the GPU) does not
       // break this capture.
-      g->impl_->graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+      g->impl_->graph.capture_begin({pool.first, pool.second}, cudaStreamCaptureModeThreadLocal);
       work();
       g->impl_->graph.capture_end();
     }
@@ -56,7 +64,7 @@ std::unique_ptr<cuda_graph> cuda_graph::capture(const std::function<void()>& wor
     return nullptr;
   }
 #else
-  (void)work;
+  (void)work, (void)pool;
   why = "this libtorch has no CUDA";
   return nullptr;
 #endif

@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "runtime/common/rng.hpp"
@@ -71,6 +72,8 @@ struct generator::impl {
   std::map<std::pair<int64_t, int64_t>, captured> graphs;     // by (batch, span) bucket
   std::vector<const void*> graph_weights;  // parameter addresses the graphs were captured on
   bool graphs_failed = false;
+  std::string graph_error;
+  std::optional<cuda_graph::pool_id> graph_pool;  // this generator's own, from its first capture
 
   impl(std::shared_ptr<CausalLMImpl> m, generator_options o) : model(std::move(m)), opt(o) {
     TORCH_CHECK(model != nullptr, "generator needs a model");
@@ -304,15 +307,17 @@ struct generator::impl {
     if (it != graphs.end()) return &it->second;
     captured c;
     std::string why;
+    if (!graph_pool) graph_pool = cuda_graph::new_pool();
     c.graph = cuda_graph::capture(
         [&] {
           auto out = device_step(b, span);
           c.tokens = out.first;
           c.logprobs = out.second;
         },
-        why);
+        *graph_pool, why);
     if (!c.graph) {
       graphs_failed = true;
+      graph_error = why;
       spdlog::warn("generator: CUDA graph capture failed, decoding eagerly: {}", why);
       return nullptr;
     }
@@ -515,6 +520,9 @@ size_t generator::num_waiting() const {
 }
 const generator_stats& generator::stats() const {
   return impl_->stats;
+}
+const std::string& generator::graph_error() const {
+  return impl_->graph_error;
 }
 
 }  // namespace asyncrl

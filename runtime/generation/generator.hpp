@@ -113,6 +113,8 @@ class generator {
   size_t num_waiting() const;
   bool idle() const { return num_active() == 0 && num_waiting() == 0; }
   const generator_stats& stats() const;
+  /// Why CUDA graph capture failed (decoding then runs eagerly); empty when it did not.
+  const std::string& graph_error() const;
 
  private:
   struct impl;

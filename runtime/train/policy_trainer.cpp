@@ -180,19 +180,16 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   if (p_.kl_coef > 0 || p_.compute_ref) in.logp_ref = rows(packed_logprobs(*ref_, b));
 
   auto out = rl::policy_loss(in, loss_cfg_);
+  // The first micro-batch's gradient stays in .grad: with one micro-batch per step (a token
+  // budget that holds the whole step) it never needs the float64 buffers. A second one first
+  // moves it there, so backward() below writes into zeroed .grad as it always did.
+  if (first_in_grad_) move_grads_to_accumulators();
   out.loss.backward();
   if (!grad64_.empty()) {
-    at::NoGradGuard ng;
-    auto params = policy_->parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      auto& g = params[i].mutable_grad();
-      if (!g.defined()) continue;
-      if (grad64_lo_.empty())
-        grad64_[i].add_(g.to(at::kDouble));
-      else
-        add_compensated(grad64_[i], grad64_lo_[i], g);
-      g.zero_();
-    }
+    if (micro_batches_ == 0)
+      first_in_grad_ = true;
+    else
+      move_grads_to_accumulators();
   }
 
   {
@@ -228,6 +225,21 @@ void policy_trainer::add_mismatch(const at::Tensor& train_logp, const at::Tensor
   mismatch_sums_ = sums;
 }
 
+void policy_trainer::move_grads_to_accumulators() {
+  at::NoGradGuard ng;
+  auto params = policy_->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto& g = params[i].mutable_grad();
+    if (!g.defined()) continue;
+    if (grad64_lo_.empty())
+      grad64_[i].add_(g.to(at::kDouble));
+    else
+      add_compensated(grad64_[i], grad64_lo_[i], g);
+    g.zero_();
+  }
+  first_in_grad_ = false;
+}
+
 at::Tensor policy_trainer::accumulated(size_t i) const {
   return grad64_lo_.empty() ? grad64_[i] : grad64_[i] + grad64_lo_[i];
 }
@@ -238,7 +250,10 @@ std::vector<at::Tensor> policy_trainer::pending_gradient() const {
   std::vector<at::Tensor> out;
   auto params = policy_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!grad64_.empty())
+    if (!grad64_.empty() && first_in_grad_)
+      out.push_back(params[i].grad().defined() ? params[i].grad().to(at::kDouble) / norm
+                                               : at::zeros_like(params[i], at::kDouble));
+    else if (!grad64_.empty())
       out.push_back(accumulated(i) / norm);
     else
       out.push_back(params[i].grad().defined() ? params[i].grad().to(at::kDouble) / norm
@@ -257,7 +272,17 @@ update_stats policy_trainer::step() {
   const double norm =
       p_.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
   if (norm <= 0) throw std::invalid_argument("optimizer step with no accumulated tokens");
-  {
+  if (first_in_grad_) {
+    // One micro-batch: its gradient is the sum. Dividing in the gradients' own dtype rounds as
+    // the float64 path does (a float32 quotient computed in float64 and rounded to float32 is
+    // the correctly rounded float32 quotient), in one multi-tensor operation.
+    at::NoGradGuard ng;
+    std::vector<at::Tensor> grads;
+    for (auto& p : policy_->parameters())
+      if (p.grad().defined()) grads.push_back(p.grad());
+    at::_foreach_div_(grads, at::Scalar(norm));
+    first_in_grad_ = false;
+  } else {
     at::NoGradGuard ng;
     auto params = policy_->parameters();
     for (size_t i = 0; i < params.size(); ++i) {

@@ -91,6 +91,10 @@ class policy_trainer {
 
   std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode)
   std::vector<at::Tensor> grad64_lo_;  // float64 weights only: their TwoSum error terms
+  // The mini-batch's first micro-batch gradient is still in the parameters' .grad, not yet in
+  // grad64_ (moved there when a second micro-batch comes; used as is when none does).
+  bool first_in_grad_ = false;
+  void move_grads_to_accumulators();
   int64_t version_ = 0;
   int64_t old_version_ = 0;  // the weights version in old_ (begin_batch)
   int64_t steps_taken_ = 0;

@@ -173,6 +173,7 @@ void policy_trainer::load_state(const std::string& bytes) {
   for (auto& g : grad64_lo_)
     g.zero_();
   optimizer_->zero_grad();
+  first_in_grad_ = false;
   clear_minibatch_sums();
 }
 
