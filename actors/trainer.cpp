@@ -199,8 +199,8 @@ void consume(trainer_ptr self, const scored_group& g) {
     if (tr.group_aligned_micro_batches) return;
     for (auto& s : st.step_groups.back().samples)
       if (!s.response.empty()) st.pending.push_back(&s);
-    while (auto n = full_micro_batch(st.pending, tr.micro_batch_tokens,
-                                     tr.shared_prompt_attention)) {
+    while (auto n =
+               full_micro_batch(st.pending, tr.micro_batch_tokens, tr.shared_prompt_attention)) {
       std::vector<const scored_sample*> mb(st.pending.begin(), st.pending.begin() + n);
       st.pending.erase(st.pending.begin(), st.pending.begin() + n);
       train_micro(st, mb);

@@ -77,8 +77,8 @@ model_config shape_config(const options& o) {
     c.hidden_size = 64, c.intermediate_size = 192, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
   } else {
-    throw std::invalid_argument("--shape must be qwen2.5-0.5b, qwen2.5-1.5b, ops-proxy or small, not " +
-                                o.shape);
+    throw std::invalid_argument(
+        "--shape must be qwen2.5-0.5b, qwen2.5-1.5b, ops-proxy or small, not " + o.shape);
   }
   c.validate("--shape " + o.shape);
   return c;
@@ -89,11 +89,12 @@ std::atomic<int64_t> g_ops{0};
 std::atomic<bool> g_counting{false};
 
 void install_op_counter() {
-  at::addGlobalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
-        if (g_counting.load(std::memory_order_relaxed)) g_ops.fetch_add(1, std::memory_order_relaxed);
-        return nullptr;
-      }).scopes({at::RecordScope::FUNCTION}));
+  at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction&)
+                                                       -> std::unique_ptr<at::ObserverContext> {
+                          if (g_counting.load(std::memory_order_relaxed))
+                            g_ops.fetch_add(1, std::memory_order_relaxed);
+                          return nullptr;
+                        }).scopes({at::RecordScope::FUNCTION}));
 }
 
 // Runs `f` and returns the operators it dispatched.
@@ -286,8 +287,8 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
       for (size_t i = 0; i < std::min(r.request.logprobs.size(), e->request.logprobs.size()); ++i)
         worst = std::max(worst, double(std::abs(r.request.logprobs[i] - e->request.logprobs[i])));
     }
-    check = {{"responses", graph_results.size()}, {"same_tokens", same},
-             {"max_logprob_diff", worst}};
+    check = {
+        {"responses", graph_results.size()}, {"same_tokens", same}, {"max_logprob_diff", worst}};
   }
   const int64_t ops = count_ops(run);
   const double s = bench::median(secs);
@@ -319,7 +320,7 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
       cuda_synchronize();
       double t0 = bench::now_s();
       auto snap = snapshot_weights(*trainer_model, r + 1,
-                                     bf16 ? weight_dtype::bf16 : weight_dtype::float32);
+                                   bf16 ? weight_dtype::bf16 : weight_dtype::float32);
       load_snapshot(*model, snap, /*alias=*/false);
       cuda_synchronize();
       sync_s.push_back(bench::now_s() - t0);
@@ -339,7 +340,8 @@ int main(int argc, char** argv) {
   const bool big = dev.is_cuda();
   o.shape = bench::arg(argc, argv, "--shape", big ? "qwen2.5-0.5b" : "small");
   const bool with_generation = !bench::flag(argc, argv, "--skip-generation");
-  const auto objectives = bench::split_list(bench::arg(argc, argv, "--objectives", "policy_only,rl"));
+  const auto objectives =
+      bench::split_list(bench::arg(argc, argv, "--objectives", "policy_only,rl"));
   o.vocab = std::stoll(bench::arg(argc, argv, "--vocab", "100"));
   o.batch = std::stoll(bench::arg(argc, argv, "--batch", big ? "128" : "8"));
   o.prompt = std::stoll(bench::arg(argc, argv, "--prompt", big ? "16" : "8"));

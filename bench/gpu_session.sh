@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU measurement of docs/benchmarks.md as one bounded script, for the lent GPU
-# machine (see ../shared/gpu: its kit in .gpu-kit builds the project there). Writes under $OUT:
+# machine. It expects a build kit in .gpu-kit (the Debian libraries the build needs and a
+# device-build.sh that configures against the machine's libtorch into build-gpu/). Writes under $OUT:
 #   session.log (summary lines), device_compare.{json,md} (asyncrl next to plain PyTorch and HF
 #   generate(), and the end-to-end fully async run), ablation.json (the same benchmark with
 #   one-group micro-batches and eager decode: the state before issue 26), big.json (the

@@ -1,8 +1,8 @@
 // Whole runs of the actor runtime under CAF's test coordinator (deterministic, no sleeps):
 // Theorem 1 (periodic == sync), no sample lost in any mode, staleness bounds, partial rollouts.
 
-#include <algorithm>
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -159,11 +159,11 @@ INSTANTIATE_TEST_SUITE_P(
         mode_case{"periodic_token_budget_unaligned",
                   {"async_training.mode=periodic", "rollout.num_workers=2",
                    "trainer.group_aligned_micro_batches=false", "trainer.micro_batch_tokens=50"}},
-        mode_case{"fully_async_token_budget",
-                  {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
-                   "async_training.partial_rollout=true", "trainer.ppo_mini_batch_size=2",
-                   "algorithm.loss=decoupled", "trainer.micro_batch_tokens=50",
-                   "trainer.total_steps=4"}},
+        mode_case{
+            "fully_async_token_budget",
+            {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
+             "async_training.partial_rollout=true", "trainer.ppo_mini_batch_size=2",
+             "algorithm.loss=decoupled", "trainer.micro_batch_tokens=50", "trainer.total_steps=4"}},
         mode_case{"eta_drop",
                   {"async_training.mode=fully_async", "async_training.staleness_threshold=2",
                    "async_training.max_staleness=0", "trainer.ppo_mini_batch_size=1",

@@ -102,8 +102,8 @@ TEST(SegmentAttention, FusedKernelComputesTheEagerOne) {
       auto plan = plan_segments(blocks, T, at::kCPU, slack);
       auto fused = segment_attention(q, k, v, plan, attention_kernel::fused);
       auto eager = segment_attention(q, k, v, plan, attention_kernel::eager);
-      auto want = dense_reference(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble),
-                                  blocks, T);
+      auto want =
+          dense_reference(q.to(at::kDouble), k.to(at::kDouble), v.to(at::kDouble), blocks, T);
       ASSERT_FALSE(fused.isnan().any().item<bool>());
       EXPECT_LE((fused.to(at::kDouble) - want).abs().max().item<double>(), tol);
       EXPECT_LE((fused - eager).abs().max().item<double>(), tol);

@@ -160,7 +160,7 @@ struct algorithm_section {
 /// The optimizer and how a batch is cut into micro-batches and mini-batches.
 struct trainer_section {
   int64_t micro_batch_size = 32;            // responses per forward/backward
-  int64_t micro_batch_tokens = 0;  // > 0: micro-batches by packed tokens, across groups
+  int64_t micro_batch_tokens = 0;           // > 0: micro-batches by packed tokens, across groups
   bool group_aligned_micro_batches = true;  // a micro-batch never mixes groups (bitwise Theorem 1)
   bool eager_micro_batches = true;  // unaligned: train a part-filled micro-batch rather than idle
   int64_t ppo_mini_batch_size = 0;  // prompts (groups) per optimizer step; 0 = the whole batch

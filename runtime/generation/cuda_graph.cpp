@@ -38,8 +38,8 @@ bool cuda_graph::available() {
 #endif
 }
 
-std::unique_ptr<cuda_graph> cuda_graph::capture(const std::function<void()>& work,
-                                                pool_id pool, std::string& why) {
+std::unique_ptr<cuda_graph> cuda_graph::capture(const std::function<void()>& work, pool_id pool,
+                                                std::string& why) {
 #if ASYNCRL_TORCH_CUDA
   try {
     std::unique_ptr<cuda_graph> g(new cuda_graph());

@@ -2,12 +2,12 @@
 
 #include <torch/nn/module.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <deque>
 #include <limits>
 #include <map>
 #include <optional>
-#include <spdlog/spdlog.h>
 
 #include "runtime/common/rng.hpp"
 #include "runtime/generation/cuda_graph.hpp"
@@ -68,8 +68,8 @@ struct generator::impl {
     std::unique_ptr<cuda_graph> graph;
     torch::Tensor tokens, logprobs;  // (B,) written by each replay
   };
-  std::map<int64_t, step_buffers> buffers;                    // by padded batch size
-  std::map<std::pair<int64_t, int64_t>, captured> graphs;     // by (batch, span) bucket
+  std::map<int64_t, step_buffers> buffers;                 // by padded batch size
+  std::map<std::pair<int64_t, int64_t>, captured> graphs;  // by (batch, span) bucket
   std::vector<const void*> graph_weights;  // parameter addresses the graphs were captured on
   bool graphs_failed = false;
   std::string graph_error;
@@ -265,9 +265,8 @@ struct generator::impl {
     if (opt.eos_id >= 0) {
       // ignore_eos rows: EOS gets no mass (as the host path's index_put did).
       auto col = logits.select(1, opt.eos_id);
-      col.copy_(torch::where(b.no_eos, torch::full({}, -std::numeric_limits<float>::infinity(),
-                                                   col.options()),
-                             col));
+      col.copy_(torch::where(
+          b.no_eos, torch::full({}, -std::numeric_limits<float>::infinity(), col.options()), col));
     }
     auto out = sample_tokens(logits, sample_inputs{b.temp, b.top_k, b.top_p, b.uniform});
     return {out.tokens, out.logprobs};
@@ -277,12 +276,14 @@ struct generator::impl {
   // power of two from 64 (at most max_seq_len), so a run needs few graphs.
   int64_t batch_bucket(int64_t n) const {
     int64_t b = 1;
-    while (b < n) b *= 2;
+    while (b < n)
+      b *= 2;
     return std::min(b, opt.max_slots);
   }
   int64_t span_bucket(int64_t span) const {
     int64_t s = 64;
-    while (s < span) s *= 2;
+    while (s < span)
+      s *= 2;
     return std::min(s, opt.max_seq_len);
   }
 
@@ -331,7 +332,8 @@ struct generator::impl {
     const auto n = static_cast<int64_t>(active.size());
     int64_t most = 1, max_pos = 0;
     for (const auto& s : active) {
-      most = std::max<int64_t>(most, s.req.max_new_tokens - static_cast<int64_t>(s.req.tokens.size()));
+      most =
+          std::max<int64_t>(most, s.req.max_new_tokens - static_cast<int64_t>(s.req.tokens.size()));
       max_pos = std::max(max_pos, s.pos);
     }
     const int64_t C = std::max<int64_t>(1, std::min(max_steps, most));

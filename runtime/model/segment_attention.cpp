@@ -192,8 +192,8 @@ at::Tensor segment_attention(const at::Tensor& q, const at::Tensor& k, const at:
     auto kb = kt.index_select(1, b.k_idx).view({KVH, nb, Lk, D}).permute({1, 0, 2, 3});
     auto vb = vt.index_select(1, b.k_idx).view({KVH, nb, Lk, D}).permute({1, 0, 2, 3});
     if (kernel == attention_kernel::fused) {
-      auto out = fused_bucket(qb, kb, vb, b)    // (nb, H, Lq, D)
-                     .permute({0, 2, 1, 3})     // (nb, Lq, H, D)
+      auto out = fused_bucket(qb, kb, vb, b)  // (nb, H, Lq, D)
+                     .permute({0, 2, 1, 3})   // (nb, Lq, H, D)
                      .reshape({nb * Lq, H * D});
       parts.push_back(out.index_select(0, b.keep));
       continue;

@@ -168,11 +168,10 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   auto w = f64(weight);
   auto kl = out.kl_per_token.defined() ? f64(out.kl_per_token.detach() * mask).sum()
                                        : at::zeros({}, w.options());
-  out.stat_sums = at::stack({f64(mask.sum()), f64(kept.sum()),
-                             f64(clipped.logical_and(kept).sum()),
-                             f64(dual_clipped.logical_and(kept).sum()), kl,
-                             at::where(mask, w, inf).min(), at::where(mask, w, -inf).max(),
-                             at::where(mask, w, 0.0).sum()});  // (8,)
+  out.stat_sums =
+      at::stack({f64(mask.sum()), f64(kept.sum()), f64(clipped.logical_and(kept).sum()),
+                 f64(dual_clipped.logical_and(kept).sum()), kl, at::where(mask, w, inf).min(),
+                 at::where(mask, w, -inf).max(), at::where(mask, w, 0.0).sum()});  // (8,)
   if (cfg.host_stats) out.stats = read_stats(out.stat_sums);
   return out;
 }

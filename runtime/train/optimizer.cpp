@@ -95,8 +95,8 @@ void policy_optimizer::fused_step(double lr) {
     }
     auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
     if (!fused_steps_[i].defined())
-      fused_steps_[i] = torch::full({}, static_cast<double>(st.step()),
-                                    p.options().dtype(torch::kFloat32));
+      fused_steps_[i] =
+          torch::full({}, static_cast<double>(st.step()), p.options().dtype(torch::kFloat32));
     ps.push_back(p);
     gs.push_back(p.grad());
     m.push_back(st.exp_avg());

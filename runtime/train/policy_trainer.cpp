@@ -250,10 +250,7 @@ std::vector<at::Tensor> policy_trainer::pending_gradient() const {
   std::vector<at::Tensor> out;
   auto params = policy_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!grad64_.empty() && first_in_grad_)
-      out.push_back(params[i].grad().defined() ? params[i].grad().to(at::kDouble) / norm
-                                               : at::zeros_like(params[i], at::kDouble));
-    else if (!grad64_.empty())
+    if (!grad64_.empty() && !first_in_grad_)  // else the sum is still in .grad
       out.push_back(accumulated(i) / norm);
     else
       out.push_back(params[i].grad().defined() ? params[i].grad().to(at::kDouble) / norm
@@ -349,7 +346,9 @@ void policy_trainer::add_device_sum(at::Tensor& acc, const at::Tensor& x) {
 void policy_trainer::read_minibatch_sums() {
   // One host read for the whole mini-batch.
   auto zero = at::zeros({}, at::kDouble);
-  auto dev = [&](const at::Tensor& t) { return t.defined() ? t.reshape({1}).cpu() : zero.reshape({1}); };
+  auto dev = [&](const at::Tensor& t) {
+    return t.defined() ? t.reshape({1}).cpu() : zero.reshape({1});
+  };
   auto host = at::cat({dev(loss_dev_), dev(entropy_dev_)});
   loss_sum_ = host[0].item<double>();
   entropy_sum_ = host[1].item<double>();

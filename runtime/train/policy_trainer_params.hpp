@@ -25,8 +25,8 @@ struct policy_trainer_params {
   // The update (trainer.*).
   bool shared_prompt_attention = false;
   bool padding_free = true;  // one row per micro-batch, attention per sequence (packing.hpp)
-  bool activation_checkpointing = false;  // recompute each layer in the backward (model.hpp)
-  bool deterministic_accumulation = true;                // float64 gradient buffers
+  bool activation_checkpointing = false;   // recompute each layer in the backward (model.hpp)
+  bool deterministic_accumulation = true;  // float64 gradient buffers
   train_precision precision = train_precision::float32;  // float64: weights and math in float64
   bool compute_ref = true;  // reference forward for the kl metric even when kl_coef = 0
   double lr = 1e-4;
