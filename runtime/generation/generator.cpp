@@ -297,6 +297,7 @@ struct generator::impl {
       now.push_back(p.data_ptr());
     if (now != graph_weights) {
       graphs.clear();
+      graph_pool.reset();  // a pool is not reused once its graphs are gone: take a new one
       graph_weights = std::move(now);
     }
     return true;
