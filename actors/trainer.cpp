@@ -105,8 +105,12 @@ double evaluate_now(trainer_ptr self) {
     st.eval_model->to(torch::Device(trainer_device(cfg.trainer, cfg.runtime)));
     st.eval_model->eval();
   }
-  load_snapshot(*st.eval_model, snapshot_weights(*st.pt->policy(), st.pt->version()),
-                /*alias=*/false);
+  const auto& policy = *st.pt->policy();
+  load_snapshot(
+      *st.eval_model,
+      snapshot_weights(policy, st.pt->version(), weight_dtype::float32,
+                       on_accelerator(policy) ? snapshot_place::device : snapshot_place::host),
+      /*alias=*/false);
   return evaluate(st.eval_model.ptr(), *st.args.env->tokenizer, st.args.env->prompt, st.args.test,
                   greedy_eval_options(cfg.eval, cfg.runtime.seed))
       .pass1;
@@ -272,11 +276,14 @@ void send_checkpoint(trainer_ptr self) {
 void publish(trainer_ptr self) {
   auto& st = self->state;
   // The one cast of this version to the rollouters' dtype: every rollouter of the process
-  // shares the buffer, and remote ones receive it packed.
+  // shares the buffer, and remote ones receive it packed. On a GPU it stays there: the
+  // rollouters of this process load it device to device, and the synchronizer copies it to
+  // the host only for nodes.
   auto snap = [&] {
     compute_region cpu;
-    return snapshot_weights(*st.pt->policy(), st.pt->version(),
-                            rollout_weights_dtype(*st.args.env));
+    const auto& policy = *st.pt->policy();
+    return snapshot_weights(policy, st.pt->version(), rollout_weights_dtype(*st.args.env),
+                            on_accelerator(policy) ? snapshot_place::device : snapshot_place::host);
   }();
   self->request(st.args.synchronizer, caf::infinite, publish_atom::value, std::move(snap))
       .then(

@@ -313,19 +313,26 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
   j.update(memory_json(dev));
   // In-process weight sync of this model: a float32 master's snapshot in the rollout dtype
   // (the trainer's publish) loaded into the rollout model (the rollouter's), as one version.
+  // Both places: the trainer publishes a device snapshot on a GPU (weight_sync_s); the host
+  // one is what a checkpoint or a node costs on top (weight_sync_host_s).
   {
     auto trainer_model = init_causal_lm(cfg, 0.02, 2, dev);
-    std::vector<double> sync_s;
-    for (int r = 0; r < 3; ++r) {
-      cuda_synchronize();
-      double t0 = bench::now_s();
-      auto snap = snapshot_weights(*trainer_model, r + 1,
-                                   bf16 ? weight_dtype::bf16 : weight_dtype::float32);
-      load_snapshot(*model, snap, /*alias=*/false);
-      cuda_synchronize();
-      sync_s.push_back(bench::now_s() - t0);
-    }
-    j["weight_sync_s"] = bench::median(sync_s);
+    auto time_sync = [&](snapshot_place place) {
+      std::vector<double> sync_s;
+      for (int r = 0; r < 3; ++r) {
+        cuda_synchronize();
+        double t0 = bench::now_s();
+        auto snap = snapshot_weights(*trainer_model, r + 1,
+                                     bf16 ? weight_dtype::bf16 : weight_dtype::float32, place);
+        load_snapshot(*model, snap, /*alias=*/false);
+        cuda_synchronize();
+        sync_s.push_back(bench::now_s() - t0);
+      }
+      return bench::median(sync_s);
+    };
+    j["weight_sync_s"] =
+        time_sync(on_accelerator(*trainer_model) ? snapshot_place::device : snapshot_place::host);
+    j["weight_sync_host_s"] = time_sync(snapshot_place::host);
   }
   return j;
 }

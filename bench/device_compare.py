@@ -197,8 +197,10 @@ def markdown(res):
         extra = (f"; CUDA graphs: {r.get('graphs_captured', 0)} captured, tokens equal to eager "
                  f"decoding in {gv['same_tokens']} of {gv['responses']} responses, max log-prob "
                  f"difference {gv['max_logprob_diff']:.1e}") if gv else ""
+        host = r.get("weight_sync_host_s")
+        host_txt = f" (through the host: {host * 1e3:.1f} ms)" if host is not None else ""
         lines.append(f"\nweight sync ({r['dtype']} rollouts, in process): "
-                     f"{r.get('weight_sync_s', float('nan')) * 1e3:.1f} ms{extra}")
+                     f"{r.get('weight_sync_s', float('nan')) * 1e3:.1f} ms{host_txt}{extra}")
     lines.append(f"\nbf16 matmul peak {peak:.1f} TFLOP/s (asyncrl's measurement; the reference's "
                  f"{fmt((ref.get('matmul_peak_tflops') or {}).get('bf16'))})")
     return "\n".join(lines)

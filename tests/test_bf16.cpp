@@ -264,4 +264,48 @@ TEST(Bf16, SnapshotsAreTheCastOfTheMastersAndBf16RolloutersShareThem) {
     EXPECT_TRUE(at::equal(pf[i], pc[i].to(at::kFloat))) << i;
 }
 
+// The device snapshot (what a GPU trainer publishes) run on the CPU, where it computes the same
+// thing as on the GPU: one flat tensor. Catches a tensor written at the wrong offset or in the
+// wrong order (its host copy and its packed bytes would differ from the host snapshot's), a
+// device snapshot that packs or converts wrongly (nodes and checkpoints read those), a load
+// that reads the host bytes of a device snapshot (there are none), and floats() handing out
+// the empty host buffer.
+TEST(Bf16, DeviceSnapshotsHoldTheHostSnapshotsValues) {
+  auto master = fresh(5);
+  for (auto dtype : {weight_dtype::float32, weight_dtype::bf16}) {
+    auto host = snapshot_weights(*master, 7, dtype);
+    auto dev = snapshot_weights(*master, 7, dtype, snapshot_place::device);
+    ASSERT_TRUE(dev.blob->on_device());
+    EXPECT_TRUE(dev.blob->data.empty());
+    EXPECT_EQ(dev.blob->bytes(), host.blob->bytes());
+    EXPECT_EQ(dev.blob->names, host.blob->names);
+    EXPECT_EQ(dev.blob->shapes, host.blob->shapes);
+    auto back = host_snapshot(dev);
+    EXPECT_FALSE(back.blob->on_device());
+    EXPECT_EQ(back.version, 7);
+    EXPECT_EQ(back.blob->data, host.blob->data) << to_string(dtype);
+    EXPECT_EQ(host_snapshot(host).blob.get(), host.blob.get());
+    EXPECT_EQ(pack_weights(dev), pack_weights(host)) << to_string(dtype);
+    // Loaded into a model of the snapshot's dtype: the same parameters as from the host one.
+    CausalLM a(master->config()), b(master->config());
+    if (dtype == weight_dtype::bf16) {
+      cast_parameters(*a, torch::kBFloat16);
+      cast_parameters(*b, torch::kBFloat16);
+    }
+    load_snapshot(*a, dev, /*alias=*/false);
+    load_snapshot(*b, host, /*alias=*/false);
+    auto pa = a->parameters(), pb = b->parameters();
+    for (size_t i = 0; i < pa.size(); ++i)
+      EXPECT_TRUE(at::equal(pa[i], pb[i])) << to_string(dtype) << " parameter " << i;
+  }
+  // float32 -> bf16 on the device rounds as the host cast does.
+  auto f32 = snapshot_weights(*master, 2, weight_dtype::float32, snapshot_place::device);
+  auto cast = convert_snapshot(f32, weight_dtype::bf16);
+  EXPECT_TRUE(cast.blob->on_device());
+  EXPECT_EQ(cast.version, 2);
+  EXPECT_EQ(host_snapshot(cast).blob->data,
+            snapshot_weights(*master, 2, weight_dtype::bf16).blob->data);
+  EXPECT_THROW(f32.blob->floats(), std::logic_error);
+}
+
 }  // namespace

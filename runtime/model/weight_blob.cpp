@@ -1,5 +1,7 @@
 #include "runtime/model/weight_blob.hpp"
 
+#include "runtime/model/weight_sync.hpp"
+
 #include <msgpack.hpp>
 
 #include <cstring>
@@ -12,6 +14,7 @@ const char* to_string(weight_dtype d) {
 }
 
 float* weight_blob::floats() {
+  if (on_device()) throw std::logic_error("weight_blob: floats() of a device snapshot");
   if (dtype != weight_dtype::float32)
     throw std::logic_error(std::string("weight_blob: floats() of a ") + to_string(dtype) + " blob");
   return reinterpret_cast<float*>(data.data());
@@ -23,6 +26,7 @@ const float* weight_blob::floats() const {
 
 std::vector<char> pack_weights(const weight_snapshot& w) {
   if (!w.blob) throw std::invalid_argument("pack_weights: empty snapshot");
+  if (w.blob->on_device()) return pack_weights(host_snapshot(w));
   const auto& b = *w.blob;
   msgpack::sbuffer buf(static_cast<size_t>(b.bytes()) + 4096);
   msgpack::packer<msgpack::sbuffer> pk(&buf);

@@ -48,14 +48,26 @@ inline size_t element_size(weight_dtype d) {
   return d == weight_dtype::bf16 ? 2 : 4;
 }
 
+/// A snapshot's tensors as one flat tensor on the model's device (defined in weight_sync.cpp,
+/// which holds the torch code): an in-process version on a GPU never crosses to the host.
+struct device_weights;
+
 /// All parameters of a model as one contiguous buffer, tensors in a fixed order.
 struct weight_blob {
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
   weight_dtype dtype = weight_dtype::float32;
   byte_buffer data;  // tensors concatenated in `names` order, little-endian `dtype` elements
+  // Instead of `data` (which stays empty): the same elements in a device tensor. Whatever
+  // needs host bytes (packing for a node, a checkpoint) goes through host_snapshot() first.
+  std::shared_ptr<const device_weights> device;
+  int64_t device_numel = 0;
 
-  int64_t bytes() const { return static_cast<int64_t>(data.size()); }
+  bool on_device() const { return device != nullptr; }
+  int64_t bytes() const {
+    return on_device() ? device_numel * static_cast<int64_t>(element_size(dtype))
+                       : static_cast<int64_t>(data.size());
+  }
   int64_t numel() const { return bytes() / static_cast<int64_t>(element_size(dtype)); }
   /// Room for `numel` elements of `dtype`, uninitialized.
   void resize(int64_t numel) { data.resize(static_cast<size_t>(numel) * element_size(dtype)); }
@@ -71,6 +83,7 @@ struct weight_snapshot {
 
 /// msgpack map {"version", "names", "shapes", "dtype" ("float32" or "bf16"), "data" (bin,
 /// little-endian elements)}. A map without "dtype" is float32 (what older senders wrote).
+/// A device snapshot is copied to the host first.
 std::vector<char> pack_weights(const weight_snapshot& w);
 /// Validates names, shapes and the data size; throws std::runtime_error on bad input.
 weight_snapshot unpack_weights(const char* data, size_t size);

@@ -12,6 +12,11 @@
 
 namespace asyncrl {
 
+// (numel,) in the snapshot's dtype, on the device of the model it was taken from.
+struct device_weights {
+  at::Tensor flat;
+};
+
 namespace {
 
 at::ScalarType scalar_type(weight_dtype d) {
@@ -25,19 +30,56 @@ at::Tensor view_of(const weight_blob& b, int64_t off, at::IntArrayRef shape) {
   return at::from_blob(base, shape, scalar_type(b.dtype));
 }
 
-}  // namespace
+// The tensor at element `off` with `shape`, wherever the blob keeps its elements.
+at::Tensor tensor_of(const weight_blob& b, int64_t off, at::IntArrayRef shape) {
+  if (!b.on_device()) return view_of(b, off, shape);
+  int64_t n = 1;
+  for (auto d : shape)
+    n *= d;
+  return b.device->flat.narrow(0, off, n).view(shape);
+}
 
-weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version, weight_dtype dtype) {
+std::shared_ptr<weight_blob> device_blob(at::Tensor flat, weight_dtype dtype) {
   auto blob = std::make_shared<weight_blob>();
   blob->dtype = dtype;
+  blob->device_numel = flat.numel();
+  blob->device = std::make_shared<const device_weights>(device_weights{std::move(flat)});
+  return blob;
+}
+
+}  // namespace
+
+bool on_accelerator(const CausalLMImpl& model) {
+  auto params = model.parameters();
+  return !params.empty() && !params.front().device().is_cpu();
+}
+
+weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version, weight_dtype dtype,
+                                 snapshot_place place) {
   const auto st = scalar_type(dtype);
   auto params = model.ordered_parameters();
   int64_t total = 0;
   for (auto& [name, p] : params)
     total += p.numel();
+  at::NoGradGuard ng;
+  if (place == snapshot_place::device) {
+    // One allocation and one copy kernel per tensor, all on the model's device.
+    auto device = params.empty() ? at::Device(at::kCPU) : params.front().second.device();
+    auto blob =
+        device_blob(at::empty({total}, at::TensorOptions().dtype(st).device(device)), dtype);
+    int64_t off = 0;
+    for (auto& [name, p] : params) {
+      blob->names.push_back(name);
+      blob->shapes.emplace_back(p.sizes().begin(), p.sizes().end());
+      blob->device->flat.narrow(0, off, p.numel()).view(p.sizes()).copy_(p.detach());
+      off += p.numel();
+    }
+    return {version, std::move(blob)};
+  }
+  auto blob = std::make_shared<weight_blob>();
+  blob->dtype = dtype;
   blob->resize(total);
   int64_t off = 0;
-  at::NoGradGuard ng;
   for (auto& [name, p] : params) {
     blob->names.push_back(name);
     blob->shapes.emplace_back(p.sizes().begin(), p.sizes().end());
@@ -55,8 +97,27 @@ weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version, wei
   return {version, std::move(blob)};
 }
 
+weight_snapshot host_snapshot(const weight_snapshot& w) {
+  if (!w.blob || !w.blob->on_device()) return w;
+  auto blob = std::make_shared<weight_blob>();
+  blob->names = w.blob->names;
+  blob->shapes = w.blob->shapes;
+  blob->dtype = w.blob->dtype;
+  const auto n = w.blob->numel();
+  blob->resize(n);
+  at::NoGradGuard ng;
+  if (n > 0) view_of(*blob, 0, {n}).copy_(w.blob->device->flat);  // waits for the device
+  return {w.version, std::move(blob)};
+}
+
 weight_snapshot convert_snapshot(const weight_snapshot& w, weight_dtype dtype) {
   if (!w.blob || w.blob->dtype == dtype) return w;
+  if (w.blob->on_device()) {
+    auto blob = device_blob(w.blob->device->flat.to(scalar_type(dtype)), dtype);
+    blob->names = w.blob->names;
+    blob->shapes = w.blob->shapes;
+    return {w.version, std::move(blob)};
+  }
   auto blob = std::make_shared<weight_blob>();
   blob->names = w.blob->names;
   blob->shapes = w.blob->shapes;
@@ -86,8 +147,9 @@ void load_snapshot(CausalLMImpl& model, const weight_snapshot& w, bool alias) {
     auto numel = p.numel();
     if (off + numel > b.numel()) throw std::runtime_error("load_snapshot: snapshot data too short");
     // The snapshot is immutable and shared: alias it rather than copy when we can.
-    auto src = view_of(b, off, p.sizes());
-    if (alias && p.device().is_cpu() && p.scalar_type() == src.scalar_type()) {
+    auto src = tensor_of(b, off, p.sizes());
+    if (alias && p.device().is_cpu() && src.device().is_cpu() &&
+        p.scalar_type() == src.scalar_type()) {
       p.set_requires_grad(false);
       p.set_data(src);
     } else {

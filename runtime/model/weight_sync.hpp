@@ -10,11 +10,25 @@ namespace asyncrl {
 
 class CausalLMImpl;
 
+/// Where a snapshot's elements live: host bytes (what checkpoints and nodes need) or one flat
+/// tensor on the model's device. On a GPU the device snapshot is a device-to-device copy, and
+/// a rollouter on the same GPU loads it with another; the host snapshot costs a copy to the
+/// host and one back per version (PCIe, the end-to-end run's bottleneck: docs/benchmarks.md).
+enum class snapshot_place : uint8_t { host, device };
+
 /// Copies the model's parameters (ordered_parameters() order) into a new snapshot of `dtype`:
 /// float32 for the trainer's master weights and checkpoints, bf16 for bf16 rollouters (the one
 /// cast of a version, shared by every rollouter of the process).
 weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version,
-                                 weight_dtype dtype = weight_dtype::float32);
+                                 weight_dtype dtype = weight_dtype::float32,
+                                 snapshot_place place = snapshot_place::host);
+
+/// The same snapshot with host bytes (the same one when it has them already).
+weight_snapshot host_snapshot(const weight_snapshot& w);
+
+/// True when the model's parameters are on a device other than the CPU: where a device
+/// snapshot saves the round trip through the host.
+bool on_accelerator(const CausalLMImpl& model);
 
 /// The same snapshot in `dtype` (the same one, not a copy, when it already is). float32 ->
 /// bf16 rounds to nearest even, as torch's casts do.
@@ -23,7 +37,10 @@ weight_snapshot convert_snapshot(const weight_snapshot& w, weight_dtype dtype);
 /// Loads a snapshot into the model, checking names and shapes. With `alias` on a CPU model
 /// whose parameters have the snapshot's dtype, the parameters are pointed at the snapshot's
 /// buffer (no copy; the caller keeps the snapshot alive and never writes the parameters:
-/// rollouters); otherwise the values are copied to the model's device and dtype (trainers).
+/// rollouters); otherwise the values are copied to the model's device and dtype (trainers, and
+/// GPU rollouters, whose captured CUDA graphs read the parameters at fixed addresses).
+/// A device snapshot is read in the loading thread's current stream: the roles share the
+/// device's default stream, which orders the load after the trainer's snapshot copy.
 /// Throws std::runtime_error on a mismatch.
 void load_snapshot(CausalLMImpl& model, const weight_snapshot& w, bool alias);
 
