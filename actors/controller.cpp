@@ -442,7 +442,14 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
     return;
   }
   if (st.shutting_down || !em.reason) return;
-  const auto why = self->system().render(em.reason);
+  auto why = self->system().render(em.reason);
+  // A Reward that gave up sends its counts with its reason (actors/reward.cpp, give_up): it
+  // cannot answer the stop, and the summary must show what failed.
+  const auto& ctx = em.reason.context();
+  if (ctx.match_elements<std::string, reward_counts>()) {
+    why = ctx.get_as<std::string>(0);
+    st.result.reward = ctx.get_as<reward_counts>(1);
+  }
   if (auto w = st.worker_of.find(em.source); w != st.worker_of.end()) {
     const auto worker = w->second;
     st.worker_of.erase(w);
@@ -532,7 +539,9 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
           spdlog::warn(
               "run: interrupted; writing a checkpoint, then stopping (interrupt again "
               "to stop without one)");
-          self->send(st.trainer, checkpoint_atom::value);
+          // Cut now, dropping a step still gathering its groups when the last completed step
+          // is a boundary: its groups may wait on a scorer that answers only after timeouts.
+          self->send(st.trainer, checkpoint_atom::value, interrupt_atom::value);
           return;
         }
         shutdown(self, "interrupted at step " + std::to_string(st.last_step_no),

@@ -54,6 +54,9 @@ struct reward_fault_log {
 struct scorer_tally {
   std::atomic<int64_t> timeouts{0}, crashes{0}, malformed{0}, unavailable{0}, restarts{0},
       start_failures{0};
+  // Set when the Reward stops or gives up: a worker then starts no further call (each could
+  // block for timeout_s), so a stop waits for the calls in progress only.
+  std::atomic<bool> stopping{false};
   /// Adds what `now` has that `reported` had not, and remembers `now` as reported.
   void add(scorer_counts& reported, const scorer_counts& now) {
     timeouts += now.timeouts - reported.timeouts;
@@ -150,6 +153,8 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
             return self->state.hung.back();
           }
           if (is_external(*env)) {
+            if (tally->stopping)  // nobody reads the answer any more
+              return caf::make_error(caf::sec::runtime_error, "the Reward is stopping");
             scorer_request req;
             req.uid = uid;
             req.prompt = std::move(prompt);
@@ -223,6 +228,11 @@ struct reward_state {
   std::deque<caf::actor_clock::time_point> restarts;  // within supervision.restart_window_s
   std::map<uint64_t, pending_group> pending;
   reward_counts counts;
+  // reward.max_failure_rate: whether each of the latest scored responses failed, oldest first
+  // (at most reward.failure_window), and how many did.
+  std::deque<bool> recent;
+  int64_t recent_failed = 0;
+  bool gave_up = false;
   int64_t late = 0;  // groups that arrived after the stop: in flight, never scored
   // Who delivered what, for the settle of a lost rollouter: group ids per incarnation, and
   // groups per worker id over all incarnations. Fenced incarnations are ignored from then on.
@@ -251,6 +261,7 @@ reward_counts current_counts(const reward_state& st) {
 void finish_stop(reward_ptr self) {
   auto& st = self->state;
   if (!st.stop.ready(st.counts.received)) return;
+  st.tally->stopping = true;
   st.counts = current_counts(st);
   for (auto& w : st.workers) {
     // An external worker would first make the (blocking) calls still in its mailbox, whose
@@ -304,8 +315,44 @@ reward_call* current(reward_ptr self, uint64_t id, uint64_t dispatch) {
   return it != self->state.calls.end() && it->second.dispatch == dispatch ? &it->second : nullptr;
 }
 
+void give_up(reward_ptr self, const std::string& why);
+
+// reward.max_failure_rate: the role fails once more than that share of the latest
+// reward.failure_window responses failed. A scorer that answers NaN, never reads its input or
+// dies on every call would otherwise give a run that "completes" on all-zero rewards.
+void judge_failures(reward_ptr self, bool failed) {
+  auto& st = self->state;
+  const auto& rw = st.args.env->cfg.reward;
+  st.recent.push_back(failed);
+  st.recent_failed += failed ? 1 : 0;
+  while (static_cast<int64_t>(st.recent.size()) > rw.failure_window) {
+    st.recent_failed -= st.recent.front() ? 1 : 0;
+    st.recent.pop_front();
+  }
+  const auto n = static_cast<int64_t>(st.recent.size());
+  if (st.gave_up || n < rw.failure_window ||
+      static_cast<double>(st.recent_failed) <= rw.max_failure_rate * static_cast<double>(n))
+    return;
+  const auto c = current_counts(st);
+  auto why = fmt::format(
+      "reward: {} of the last {} scored responses failed, more than reward.max_failure_rate "
+      "{:g} allows: stopping instead of training on zero rewards (so far: timeouts {}, "
+      "failures {}",
+      st.recent_failed, n, rw.max_failure_rate, c.timeouts, c.failures);
+  if (is_external(*st.args.env))
+    why += fmt::format(
+        "; external scorer {}: timeouts {}, crashes {}, malformed answers {}, unavailable {}, "
+        "restarts {}, failed starts {}",
+        rw.external.command.empty() ? "socket '" + rw.external.socket + "'"
+                                    : "command '" + rw.external.command + "'",
+        c.scorer_timeouts, c.scorer_crashes, c.scorer_malformed, c.scorer_unavailable,
+        c.scorer_restarts, c.scorer_start_failures);
+  give_up(self, why + ")");
+}
+
 void settle(reward_ptr self, uint64_t id, double reward, bool failed) {
   auto& st = self->state;
+  judge_failures(self, failed);
   auto it = st.calls.find(id);
   --st.load[it->second.slot];
   const auto group = it->second.group_id;
@@ -342,6 +389,7 @@ void check_deadlines(reward_ptr self) {
   for (const auto& [id, c] : st.calls)
     if (c.deadline <= now) due.push_back(id);
   for (auto id : due) {
+    if (st.gave_up) return;
     const auto& c = st.calls.at(id);
     ++st.counts.timeouts;
     spdlog::warn("reward: group {} response {} scored 0: timed out (reward.timeout_ms)", c.group_id,
@@ -398,17 +446,21 @@ void dispatch(reward_ptr self, uint64_t id) {
           });
 }
 
-// Gives up on the pool: the Reward fails with `why`, which the controller reports.
+// Gives up on the pool: the Reward fails with `why`, which the controller reports. The exit
+// reason carries the counts too (its context: why, reward_counts), so that the run's summary
+// shows what failed although this actor can no longer answer the controller's stop.
 void give_up(reward_ptr self, const std::string& why) {
   auto& st = self->state;
+  if (st.gave_up) return;
+  st.gave_up = true;
+  st.tally->stopping = true;
   spdlog::error("{}", why);
   for (auto& w : st.workers)
     self->send_exit(w, caf::exit_reason::user_shutdown);
-  if (st.stop.armed()) {  // the controller is already shutting down: answer it all the same
-    st.counts = current_counts(st);
+  st.counts = current_counts(st);
+  if (st.stop.armed())  // the controller is already shutting down: answer it all the same
     st.stop.deliver(st.counts);
-  }
-  self->quit(caf::make_error(caf::sec::runtime_error, why));
+  self->quit(caf::make_error(caf::sec::runtime_error, why, st.counts));
 }
 
 // A worker died: replace it in its slot and move the calls it held to live workers, unless

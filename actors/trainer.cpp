@@ -542,6 +542,29 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
         else
           self->state.checkpoint_wanted = true;
       },
+      [self](checkpoint_atom, interrupt_atom) {
+        // The run stops after this checkpoint. Waiting for the step in progress could mean
+        // waiting for every one of its responses to time out at a scorer that no longer
+        // answers, so when the last completed step is a boundary the checkpoint is cut there:
+        // the parameters and AdamW state are still that step's (a step only accumulates until
+        // it closes), its groups are regenerated on resume (make_checkpoint leaves them out),
+        // and the accumulated gradient is dropped. The trainer then trains no more.
+        auto& st = self->state;
+        if (!at_checkpoint_boundary(self) && !st.finished) {
+          st.checkpoint_wanted = true;  // sync/periodic inside a window: at its end
+          return;
+        }
+        if (st.groups_in_step > 0) {
+          spdlog::info(
+              "trainer: interrupted during step {}: checkpointing step {}; the {} "
+              "group(s) of step {} are regenerated on resume",
+              st.step + 1, st.step, st.groups_in_step, st.step + 1);
+          compute_region cpu;
+          st.pt->discard_pending();
+        }
+        st.finished = true;
+        send_checkpoint(self);
+      },
       [self](set_atom, live_settings& s) -> caf::result<int64_t> {
         auto& st = self->state;
         if (st.finished)

@@ -92,11 +92,14 @@ using synchronizer_actor = caf::typed_actor<
 /// Consumes groups, steps the optimizer, triggers syncs. A stop names how many groups the
 /// queue delivered; it is answered once all have arrived. A checkpoint request is answered (to
 /// the controller, as checkpoint_atom + trainer_checkpoint) at the next step boundary where a
-/// checkpoint can be taken. New live settings (the console) are adopted at the next step
+/// checkpoint can be taken; with interrupt_atom (a stop follows) at once when the last completed
+/// step is such a boundary, dropping the step still gathering its groups, which then trains no
+/// more. New live settings (the console) are adopted at the next step
 /// boundary; the answer is the first step that runs under them.
 using trainer_actor =
     caf::typed_actor<caf::reacts_to<start_atom>, caf::replies_to<final_atom>::with<weight_snapshot>,
                      caf::reacts_to<checkpoint_atom>,
+                     caf::reacts_to<checkpoint_atom, interrupt_atom>,
                      caf::replies_to<set_atom, live_settings>::with<int64_t>,
                      caf::replies_to<stop_atom, int64_t>::with<trainer_counts>>;
 

@@ -263,23 +263,28 @@ TEST(QueueUnit, AFencedIncarnationGetsNoCreditAndItsAbandonIsNotCountedTwice) {
   cs.sched().run();
 }
 
-// A checkpoint asked for (the console's `checkpoint`, or a signal) while a step is half streamed
-// in waits for that step's end: the groups already in it are accumulated gradients, which
-// policy_trainer::save_state refuses. Before the fix the trainer threw and the run died.
-TEST(TrainerUnit, ACheckpointAskedForInsideAStepWaitsForTheStepsEnd) {
-  test::coordinated_system cs;
-  // periodic, 2 groups per step and per sync: the step is at a sync boundary between its groups.
-  auto env = tiny_env({"data.train_batch_size=2", "trainer.ppo_mini_batch_size=2", "rollout.n=2",
-                       "trainer.micro_batch_size=2"});
-  ASSERT_EQ(env->plan.groups_per_step, 2);
+// A trainer in periodic mode with 2 groups per step and per sync, whose queue delivers group 0
+// at the first pull and holds the second pull until the test releases group 1: the step is at
+// a sync boundary between its groups.
+struct half_step_trainer {
   struct seen_t {
     int pulls = 0;
     std::optional<caf::typed_response_promise<delivery>> held;
-    std::vector<int64_t> checkpoints, reports;
+    std::vector<int64_t> reports;
+    std::vector<trainer_checkpoint> checkpoints;
     std::vector<std::string> failures;
   };
-  auto seen = std::make_shared<seen_t>();
-  auto group = [](uint64_t id) {
+  test::coordinated_system cs;
+  env_ptr env = tiny_env({"data.train_batch_size=2", "trainer.ppo_mini_batch_size=2", "rollout.n=2",
+                          "trainer.micro_batch_size=2"});
+  std::shared_ptr<seen_t> seen = std::make_shared<seen_t>();
+  weight_snapshot initial;
+  queue_actor queue;
+  trainer_actor trainer;
+  bool started = false;
+  std::shared_ptr<std::optional<caf::error>> down = std::make_shared<std::optional<caf::error>>();
+
+  static scored_group group(uint64_t id) {
     scored_group g;
     g.group_id = id;
     for (uint32_t k = 0; k < 2; ++k) {
@@ -293,61 +298,118 @@ TEST(TrainerUnit, ACheckpointAskedForInsideAStepWaitsForTheStepsEnd) {
       g.samples.push_back(x);
     }
     return g;
-  };
-  // The first pull gets one group; the second is held until the test releases it.
-  test::queue_hooks qh;
-  qh.pull = [=](queue_actor::pointer self, int64_t, int64_t, int64_t) -> caf::result<delivery> {
-    if (++seen->pulls == 1) return delivery{{group(0)}, {}};
-    seen->held = self->make_response_promise<delivery>();
-    return *seen->held;
-  };
-  auto q = test::fake_queue(cs, std::move(qh));
-  auto sync =
-      cs.track(cs.sys().spawn([](synchronizer_actor::pointer) -> synchronizer_actor::behavior_type {
-        return {
-            [](publish_atom, weight_snapshot& w) { return sync_report{w.version}; },
-            [](respawn_atom, int32_t) -> caf::result<caf::actor> { return caf::actor{}; },
-            [](join_atom, caf::actor, int32_t, int32_t) -> caf::result<std::vector<caf::actor>> {
-              return std::vector<caf::actor>{};
-            },
-            [](leave_atom, std::vector<int32_t>&) {},
-            [](retry_atom) {},
-            [](stop_atom) -> caf::result<int64_t, int64_t> {
-              return {int64_t{0}, int64_t{0}};
-            },
-        };
-      }));
-  test::controller_hooks ch;
-  ch.report = [=](const step_report& r) { seen->reports.push_back(r.step); };
-  ch.checkpoint = [=](const trainer_checkpoint& c) { seen->checkpoints.push_back(c.step); };
-  ch.fail = [=](const std::string& why) { seen->failures.push_back(why); };
-  auto ctrl = test::fake_controller(cs, std::move(ch));
-  auto model = init_causal_lm(env->model, 0.1, 7, torch::kCPU);
-  auto trainer = spawn_trainer(
-      cs.sys(), trainer_args{env, snapshot_weights(*model, 0), q, sync, ctrl, {}, {}});
-  auto down = std::make_shared<std::optional<caf::error>>();
-  cs.sys().spawn([=](caf::event_based_actor* self) {
-    self->monitor(trainer);
-    self->set_down_handler([=](caf::down_msg& dm) { *down = dm.reason; });
-    self->send(trainer, start_atom::value);
-  });
-  ASSERT_TRUE(cs.run_until([&] { return seen->held.has_value(); }, 0));
-  // One group of the step is in; the console asks for a checkpoint now.
-  caf::anon_send(trainer, checkpoint_atom::value);
-  cs.sched().run();
-  EXPECT_FALSE(down->has_value()) << "the trainer died: " << cs.sys().render(**down);
+  }
+
+  /// Spawns and starts the trainer. The test then runs until `held()`: from its own body,
+  /// because CAF 0.17's test coordinator leaves each actor's execution unit pointing at a
+  /// stack object of the run_until that last resumed it, and the held promise delivers through
+  /// the queue's: it must be the same stack depth as release_group_1's run.
+  void start() {
+    auto seen = this->seen;
+    test::queue_hooks qh;
+    qh.pull = [=](queue_actor::pointer self, int64_t, int64_t, int64_t) -> caf::result<delivery> {
+      if (++seen->pulls == 1) return delivery{{group(0)}, {}};
+      seen->held = self->make_response_promise<delivery>();
+      return *seen->held;
+    };
+    // Kept: the held promise needs its queue alive.
+    queue = test::fake_queue(cs, std::move(qh));
+    auto sync = cs.track(
+        cs.sys().spawn([](synchronizer_actor::pointer) -> synchronizer_actor::behavior_type {
+          return {
+              [](publish_atom, weight_snapshot& w) { return sync_report{w.version}; },
+              [](respawn_atom, int32_t) -> caf::result<caf::actor> { return caf::actor{}; },
+              [](join_atom, caf::actor, int32_t, int32_t) -> caf::result<std::vector<caf::actor>> {
+                return std::vector<caf::actor>{};
+              },
+              [](leave_atom, std::vector<int32_t>&) {},
+              [](retry_atom) {},
+              [](stop_atom) -> caf::result<int64_t, int64_t> {
+                return {int64_t{0}, int64_t{0}};
+              },
+          };
+        }));
+    test::controller_hooks ch;
+    ch.report = [=](const step_report& r) { seen->reports.push_back(r.step); };
+    ch.checkpoint = [=](const trainer_checkpoint& c) { seen->checkpoints.push_back(c); };
+    ch.fail = [=](const std::string& why) { seen->failures.push_back(why); };
+    auto ctrl = test::fake_controller(cs, std::move(ch));
+    auto model = init_causal_lm(env->model, 0.1, 7, torch::kCPU);
+    initial = snapshot_weights(*model, 0);
+    trainer = spawn_trainer(cs.sys(), trainer_args{env, initial, queue, sync, ctrl, {}, {}});
+    started = true;
+    auto t = trainer;
+    auto d = down;
+    cs.sys().spawn([=](caf::event_based_actor* self) {
+      self->monitor(t);
+      self->set_down_handler([=](caf::down_msg& dm) { *d = dm.reason; });
+      self->send(t, start_atom::value);
+    });
+  }
+
+  /// Group 0 is in and the second pull is held.
+  bool held() const { return seen->held.has_value(); }
+
+  /// Delivers group 1 to the held pull (from inside an actor: a promise delivered from the
+  /// test's own thread under the test coordinator crashes CAF 0.17).
+  void release_group_1() {
+    auto seen = this->seen;
+    cs.sys().spawn([=](caf::event_based_actor*) { seen->held->deliver(delivery{{group(1)}, {}}); });
+  }
+
+  ~half_step_trainer() {
+    if (started) caf::anon_send_exit(trainer, caf::exit_reason::user_shutdown);
+    cs.sched().run();
+  }
+};
+
+// A checkpoint asked for (the console's `checkpoint`) while a step is half streamed in waits
+// for that step's end: the groups already in it are accumulated gradients, which
+// policy_trainer::save_state refuses. Before the fix the trainer threw and the run died.
+TEST(TrainerUnit, ACheckpointAskedForInsideAStepWaitsForTheStepsEnd) {
+  half_step_trainer t;
+  t.start();
+  ASSERT_TRUE(t.cs.run_until([&] { return t.held(); }, 0));
+  auto& seen = t.seen;
+  caf::anon_send(t.trainer, checkpoint_atom::value);  // one group of the step is in
+  t.cs.sched().run();
+  EXPECT_FALSE(t.down->has_value()) << "the trainer died: " << t.cs.sys().render(**t.down);
   EXPECT_TRUE(seen->checkpoints.empty());
   // The step's second group arrives: the step ends, then the checkpoint of step 1 is taken.
-  // (Delivered from inside an actor: a promise delivered from the test's own thread under the
-  // test coordinator crashes CAF 0.17.)
-  cs.sys().spawn([=](caf::event_based_actor*) { seen->held->deliver(delivery{{group(1)}, {}}); });
-  ASSERT_TRUE(cs.run_until([&] { return !seen->checkpoints.empty(); }, 0));
+  t.release_group_1();
+  ASSERT_TRUE(t.cs.run_until([&] { return !seen->checkpoints.empty(); }, 0));
   EXPECT_EQ(seen->reports, (std::vector<int64_t>{1}));
-  EXPECT_EQ(seen->checkpoints, (std::vector<int64_t>{1}));
+  ASSERT_EQ(seen->checkpoints.size(), 1u);
+  EXPECT_EQ(seen->checkpoints[0].step, 1);
   EXPECT_TRUE(seen->failures.empty());
-  EXPECT_FALSE(down->has_value());
-  caf::anon_send_exit(trainer, caf::exit_reason::user_shutdown);
-  cs.sched().run();
+  EXPECT_FALSE(t.down->has_value());
+}
+
+// An interrupt (SIGTERM: a stop follows) inside a step does not wait for the step, whose
+// groups may wait on a scorer that answers each call only with a timeout: the checkpoint is
+// the last completed step's (here the start, a boundary), the half step is dropped and its
+// group left out of the counts (regenerated on resume), and the trainer trains no more.
+// Bugs: waiting for the step (no checkpoint until group 1), the half step's gradient applied
+// (weights differ from the start), its group counted as trained, a step after the cut.
+TEST(TrainerUnit, AnInterruptInsideAStepCheckpointsTheLastStepAtOnce) {
+  half_step_trainer t;
+  t.start();
+  ASSERT_TRUE(t.cs.run_until([&] { return t.held(); }, 0));
+  auto& seen = t.seen;
+  caf::anon_send(t.trainer, checkpoint_atom::value, interrupt_atom::value);
+  t.cs.sched().run();
+  EXPECT_FALSE(t.down->has_value()) << "the trainer died: " << t.cs.sys().render(**t.down);
+  ASSERT_EQ(seen->checkpoints.size(), 1u) << "the interrupt waited for the step";
+  const auto& c = seen->checkpoints[0];
+  EXPECT_EQ(c.step, 0);
+  EXPECT_EQ(c.counts.received, 0);
+  EXPECT_EQ(c.counts.trained, 0);
+  EXPECT_EQ(c.counts.version, 0);
+  EXPECT_EQ(host_snapshot(c.rollout_weights).blob->data, t.initial.blob->data);
+  t.release_group_1();
+  t.cs.run_until([] { return false; }, 0);
+  EXPECT_TRUE(seen->reports.empty()) << "the trainer trained after its interrupt checkpoint";
+  EXPECT_TRUE(seen->failures.empty());
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/reward.hpp"
@@ -526,11 +527,52 @@ TEST(ExternalScorer, SocketModeAgainstTheReferenceServer) {
     const auto gone = a.score(request(uid++, "#### 1", "1"));
     EXPECT_EQ(gone.outcome, scorer_outcome::crashed) << gone.error;
     EXPECT_NE(gone.error.find("closed the connection"), std::string::npos) << gone.error;
+    // Connects are retried (with a growing pause) until the call's deadline: a short one.
+    a.set_timeout(0.4);
     const auto refused = a.score(request(uid++, "#### 1", "1"));
     EXPECT_EQ(refused.outcome, scorer_outcome::unavailable) << refused.error;
     EXPECT_NE(refused.error.find("cannot connect to socket '" + path + "'"), std::string::npos)
         << refused.error;
+    EXPECT_NE(refused.error.find(" attempts over "), std::string::npos) << refused.error;
     EXPECT_EQ(a.counts().start_failures, 1);
+    EXPECT_FALSE(a.gave_up());
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(children_running(kReference).empty());
+}
+
+TEST(ExternalScorer, SocketModeRejoinsAServerRestartedWithinTheTimeout) {
+  // The server is killed and a new one starts on the same path about 0.3 s later, while the
+  // next call is already trying to connect. Bug it catches: reconnects retried with no pause,
+  // which spent max_start_failures in milliseconds and failed the run 3 ms after the kill; the
+  // call must wait (up to timeout_s) and be scored by the new server. No timing is asserted:
+  // the 20 s timeout only bounds the test.
+  char tmpl[] = "/tmp/asyncrl-scorer-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, path = dir + "/scorer.sock";
+  {
+    auto server = std::make_unique<socket_server>(path);
+    ASSERT_NE(server->first_line().find("listening on"), std::string::npos);
+    external_scorer_options o;
+    o.socket = path;
+    o.timeout_s = 20;
+    o.max_start_failures = 1;  // a single failed connect would give up
+    external_scorer a(o);
+    ASSERT_EQ(a.score(request(0, "#### 1", "1")).outcome, scorer_outcome::ok);
+    server.reset();  // killed; its socket file stays, refusing connections
+    const auto gone = a.score(request(1, "#### 1", "1"));
+    EXPECT_EQ(gone.outcome, scorer_outcome::crashed) << gone.error;
+    std::unique_ptr<socket_server> second;
+    std::thread restart([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      second = std::make_unique<socket_server>(path);
+    });
+    const auto back = a.score(request(2, "#### 5", "5"));
+    restart.join();
+    EXPECT_EQ(back.outcome, scorer_outcome::ok) << back.error;
+    EXPECT_EQ(back.score, 1.0);
+    EXPECT_EQ(a.counts().starts, 2);
+    EXPECT_EQ(a.counts().start_failures, 0);
     EXPECT_FALSE(a.gave_up());
   }
   std::filesystem::remove_all(dir);

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
+#include <vector>
 
 namespace asyncrl {
 namespace {
@@ -123,6 +125,50 @@ TEST(ScoreResponse, MalformedScoresZero) {
   EXPECT_EQ(score_response("#### 5", ""), 0.0);
   EXPECT_EQ(score_response(std::string(1 << 20, '#'), "5"), 0.0);
   EXPECT_EQ(score_response(std::string("\x00\xff#### 5", 8), "5"), 1.0);
+}
+
+// The table of docs/reward-protocol.md's "The built-in rule" is the rule's specification: every
+// row is scored here. Catches the doc and the code drifting apart (a rule written from the doc
+// must agree with the reference), and a table that stops parsing (fewer rows than written).
+TEST(BuiltInRule, TheDocumentedCasesScoreAsDocumented) {
+  std::ifstream in(std::string(ASYNCRL_SOURCE_DIR) + "/docs/reward-protocol.md");
+  ASSERT_TRUE(in) << "docs/reward-protocol.md not found";
+  std::string line;
+  while (std::getline(in, line) && line != "## The built-in rule") {
+  }
+  ASSERT_EQ(line, "## The built-in rule");
+  // The code spans of a table row, with "\\n" read as a line break.
+  auto spans = [](const std::string& row) {
+    std::vector<std::string> out;
+    for (size_t b = row.find('`'); b != std::string::npos; b = row.find('`', b + 1)) {
+      const auto e = row.find('`', b + 1);
+      if (e == std::string::npos) break;
+      std::string x = row.substr(b + 1, e - b - 1);
+      for (size_t p = x.find("\\n"); p != std::string::npos; p = x.find("\\n", p))
+        x.replace(p, 2, "\n");
+      out.push_back(x);
+      b = e;
+    }
+    return out;
+  };
+  int rows = 0;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("| response |", 0) == 0) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || line.rfind("| ---", 0) == 0) continue;
+    if (line.rfind("| `", 0) != 0) break;  // the end of the table
+    // | `response` | `truth` | score | why |
+    const auto cells = spans(line);
+    ASSERT_GE(cells.size(), 2u) << line;
+    const auto truth_end = line.find('|', line.find('|', 1) + 1);  // the score cell follows
+    const double score = std::stod(line.substr(truth_end + 1));
+    EXPECT_EQ(score_response(cells[0], cells[1]), score) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 31);
 }
 
 }  // namespace

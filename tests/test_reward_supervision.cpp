@@ -320,7 +320,74 @@ TEST(RewardSupervision, NoRestartBudgetFailsOnTheFirstCrash) {
   EXPECT_EQ(puts->size(), 1u);
 }
 
+// --- reward.max_failure_rate -----------------------------------------------------------------
+
+TEST(RewardFailureRate, MoreFailuresThanTheRateFailTheRoleWithItsCounts) {
+  // Every response throws; the window is 4 and the rate 0.5. Bugs: a run that keeps training
+  // on zero rewards (no exit), a judgement before the window is full (an exit after 3), and a
+  // reason without the counts or a counts-free exit (the controller's summary reads them).
+  test::coordinated_system cs;
+  auto env = tiny_env({"faults.reward_throw_every=1", "reward.num_workers=1",
+                       "reward.failure_window=4", "reward.max_failure_rate=0.5"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  auto exit = watch_exit(cs, reward);
+  send_group(reward, group_of(env, 0, {"1", "2", "3"}));
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 1; }, 0));
+  EXPECT_FALSE(exit->has_value()) << "judged 3 responses against a window of 4";
+  send_group(reward, group_of(env, 1, {"1", "2", "3"}));
+  ASSERT_TRUE(cs.run_until([&] { return exit->has_value(); }, 0));
+  const auto& reason = **exit;
+  const auto& ctx = reason.context();
+  ASSERT_TRUE((ctx.match_elements<std::string, reward_counts>())) << to_string(reason);
+  const auto why = ctx.get_as<std::string>(0);
+  EXPECT_NE(why.find("4 of the last 4 scored responses failed, more than "
+                     "reward.max_failure_rate 0.5 allows"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("failures 4"), std::string::npos) << why;
+  EXPECT_EQ(ctx.get_as<reward_counts>(1).failures, 4);
+  EXPECT_EQ(ctx.get_as<reward_counts>(1).received, 2);
+}
+
+TEST(RewardFailureRate, FailuresAtTheRateDoNotStopTheRole) {
+  // Every 2nd response throws (uids 1, 3, 5, 7): each window of 4 holds exactly 2 failures,
+  // which is the rate, not more. Bug: >= for >, which would fail a run at exactly its budget.
+  test::coordinated_system cs;
+  auto env = tiny_env({"faults.reward_throw_every=2", "reward.num_workers=1",
+                       "reward.failure_window=4", "reward.max_failure_rate=0.5"});
+  auto puts = std::make_shared<std::vector<scored_group>>();
+  auto reward = cs.track(spawn_reward(cs.sys(), reward_args{env, collecting_queue(cs, puts)}));
+  auto exit = watch_exit(cs, reward);
+  send_group(reward, group_of(env, 0, {"1", "2", "3", "4"}));
+  send_group(reward, group_of(env, 1, {"1", "2", "3", "4"}));
+  ASSERT_TRUE(cs.run_until([&] { return puts->size() == 2; }, 0));
+  EXPECT_FALSE(exit->has_value());
+  auto counts = ask_stop(cs, reward, 2);
+  ASSERT_TRUE(cs.run_until([&] { return counts->has_value(); }, 0));
+  EXPECT_EQ((*counts)->failures, 4);
+}
+
 // --- whole runs ---------------------------------------------------------------------------
+
+TEST(RewardFailureRate, AWholeRunStopsBeforeTrainingOnFailedRewards) {
+  // Every response fails; the window (8) is shorter than a step (16 responses). Bugs: a run
+  // that completes "ok" on all-zero rewards, a step trained on them, and a summary whose reward
+  // counters are zero because the failed Reward could not answer the stop.
+  auto lc = test::tiny_run_config(
+      {"async_training.mode=sync", "faults.reward_throw_every=1", "reward.failure_window=8"});
+  auto out = test::run_coordinated(lc->cfg);
+  ASSERT_TRUE(out.finished) << "the run hung";
+  EXPECT_FALSE(out.result.ok);
+  EXPECT_EQ(out.result.status, run_status::failed);
+  const auto& why = out.result.error;
+  EXPECT_NE(why.find("reward terminated: reward: 8 of the last 8 scored responses failed"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(out.result.trainer.steps, 0);
+  EXPECT_GE(out.result.reward.failures, 8);
+  EXPECT_GE(out.result.reward.received, 2);
+}
 
 TEST(RewardSupervision, AWholeRunRestartsEveryKilledWorkerAndLosesNothing) {
   // Sync mode, 3 steps of 4 groups of 4: the controller numbers groups 0..11, so the responses
@@ -363,6 +430,9 @@ TEST(RewardSupervision, AWholeRunFailsPastTheRestartBudget) {
   EXPECT_NE(why.find("3 worker restarts within 1e+06 s (supervision.max_restarts 2)"),
             std::string::npos)
       << why;
+  // The true counters, although the Reward could not answer the stop (they came with its exit).
+  EXPECT_EQ(out.result.reward.worker_restarts, 2);
+  EXPECT_GT(out.result.reward.received, 0);
 }
 
 }  // namespace

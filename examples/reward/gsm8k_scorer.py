@@ -2,7 +2,11 @@
 """asyncrl external scorer (docs/reward-protocol.md): GSM8K/MATH rule, as runtime/task/reward.cpp.
 Frames on stdin/stdout, or `--socket PATH` (a thread per connection). Needs python3-msgpack."""
 import math, os, re, socket, struct, sys, threading
-import msgpack
+try:
+    import msgpack
+except ImportError:  # the first python3 on PATH is not the one with python3-msgpack
+    sys.exit(f"gsm8k_scorer.py: {sys.executable} has no msgpack module: run it with "
+             "/usr/bin/python3 (Debian's python3-msgpack) or `pip install msgpack` there")
 
 NUM = re.compile(r'(?:([+-])\$?|\$([+-])?)?([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)?(\.[0-9]+)?%?\.?')
 WS = ' \t\r\n\v\f'

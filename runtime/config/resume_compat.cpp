@@ -19,6 +19,8 @@ bool resume_may_change(const std::string& key) {
                                       "reward.detached_workers",
                                       "reward.external.timeout_s",
                                       "reward.external.max_start_failures",
+                                      "reward.max_failure_rate",
+                                      "reward.failure_window",
                                       "async_training.sync_timeout_ms",
                                       "async_training.drain_timeout_ms",
                                       "async_training.sync_retries",

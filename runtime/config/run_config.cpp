@@ -136,6 +136,15 @@ void bind_reward(config_schema& s, reward_section& reward) {
              "starts with reward.prefix (a bandit with a known optimum, for tests); external: "
              "a scorer process or server, reward.external.* (docs/reward-protocol.md)");
   s.add("reward.prefix", &reward.prefix, "reward.function=prefix: the rewarded start");
+  s.add("reward.max_failure_rate", &reward.max_failure_rate,
+        "the run stops with an error when more than this share of the last "
+        "reward.failure_window scored responses failed (timeouts, exceptions, a scorer's "
+        "crashes and malformed answers) instead of training on their zero rewards; 1 never stops",
+        in_range(0, 1));
+  s.add("reward.failure_window", &reward.failure_window,
+        "how many of the latest scored responses reward.max_failure_rate judges (none before "
+        "that many were scored)",
+        positive_int());
   auto& ex = reward.external;
   s.add("reward.external.command", &ex.command,
         "function=external: the scorer's command line, split on whitespace (no shell, no "

@@ -111,6 +111,11 @@ struct reward_section {
   reward_function function = reward_function::math;
   std::string prefix;               // prefix: the string a rewarded response starts with
   reward_external_config external;  // function=external
+  // A run whose scoring fails (timeouts, exceptions, a scorer's crashes and malformed answers)
+  // for more than this share of the last failure_window responses stops with an error instead
+  // of training on zero rewards. 1 never stops.
+  double max_failure_rate = 0.5;
+  int64_t failure_window = 32;
 };
 
 /// Scheduling of generation and training (docs/algorithms.md §12-§14).

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 namespace asyncrl {
 
@@ -175,7 +176,7 @@ std::string external_scorer::describe() const {
   return "command '" + cmd + "'";
 }
 
-bool external_scorer::start(std::string* error) {
+bool external_scorer::start(steady::time_point deadline, std::string* error) {
   if (!opts_.socket.empty()) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -185,18 +186,37 @@ bool external_scorer::start(std::string* error) {
       return false;
     }
     std::memcpy(addr.sun_path, opts_.socket.c_str(), opts_.socket.size() + 1);
-    // Non-blocking: a server whose backlog is full answers EAGAIN instead of blocking us.
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-      *error = "socket(): " + errno_text(errno);
-      return false;
-    }
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-      *error = "cannot connect to " + describe() + ": " + errno_text(errno);
+    // A server being restarted has no socket file (ENOENT) or a stale one (ECONNREFUSED) for a
+    // moment, and one with a full backlog answers EAGAIN: retry those with a doubling pause
+    // (50 ms up to 1 s) until the call's deadline, so that a server back within timeout_s is
+    // rejoined by the very call that found it gone. Retrying at once would burn through
+    // max_start_failures in milliseconds.
+    auto pause = std::chrono::milliseconds(50);
+    const auto t0 = steady::now();
+    for (int attempt = 1;; ++attempt) {
+      // Non-blocking: a server whose backlog is full answers EAGAIN instead of blocking us.
+      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) {
+        *error = "socket(): " + errno_text(errno);
+        return false;
+      }
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+        fd_ = fd;
+        break;
+      }
+      const int err = errno;
       ::close(fd);
-      return false;
+      const bool transient = err == ENOENT || err == ECONNREFUSED || err == EAGAIN;
+      if (!transient || steady::now() + pause >= deadline) {
+        *error = "cannot connect to " + describe() + ": " + errno_text(err);
+        if (attempt > 1)
+          *error += " (" + std::to_string(attempt) + " attempts over " +
+                    seconds_text(std::chrono::duration<double>(steady::now() - t0).count()) + ")";
+        return false;
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(1000));
     }
-    fd_ = fd;
   } else {
     if (opts_.command.empty()) {
       *error = "no scorer command";
@@ -349,7 +369,7 @@ scorer_result external_scorer::score(const scorer_request& r) noexcept {
                                                  " bytes, over the frame cap; not sent");
     if (fd_ < 0) {
       std::string error;
-      if (!start(&error)) {
+      if (!start(deadline, &error)) {
         start_failed(error);
         return fail(scorer_outcome::unavailable, gave_up_ ? give_up_reason_ : error);
       }

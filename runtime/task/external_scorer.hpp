@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -94,7 +95,8 @@ class external_scorer {
   void stop() noexcept;
 
  private:
-  bool start(std::string* error);
+  // Socket mode retries a refused connect with a growing pause until `deadline`.
+  bool start(std::chrono::steady_clock::time_point deadline, std::string* error);
   // Kills the process group at once (grace 0) or after waiting up to `grace_s` for an exit;
   // reaps; closes the stream. Returns how the process ended ("exited with status 3").
   std::string end_process(double grace_s);

@@ -46,6 +46,11 @@ class policy_trainer {
   /// sequence count), before clipping. For tests and diagnostics.
   std::vector<at::Tensor> pending_gradient() const;
 
+  /// Drops what accumulate() gathered since the last step (gradients and the mini-batch's
+  /// metric sums): the trainer is again between steps, with the weights and AdamW state of its
+  /// last step, so save_state() is valid. For a checkpoint cut while a step gathers its groups.
+  void discard_pending();
+
   /// Everything needed to continue training bitwise: the policy, old and reference
   /// parameters in their own dtype, the AdamW state, the lr-schedule position (steps taken),
   /// the version and the skipped-step count. Only valid between steps (no gradient pending):

@@ -167,6 +167,10 @@ void policy_trainer::load_state(const std::string& bytes) {
                              e.what_without_backtrace());
   }
   // A gradient pending here belongs to weights that are gone.
+  discard_pending();
+}
+
+void policy_trainer::discard_pending() {
   at::NoGradGuard ng;
   for (auto& g : grad64_)
     g.zero_();
