@@ -148,7 +148,9 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
         try {
           if (every(f.reward_throw_every, uid)) throw std::runtime_error("injected reward fault");
           if (every(f.reward_hang_every, uid) || faults->take_hang()) {
-            // Never answers: the caller's timeout fires.
+            // Never answers: the caller's timeout fires. Logged here, where it is injected: a
+            // run may end before the deadline of its last hung call (asyncrl chaos counts this).
+            spdlog::warn("reward: injected fault: the call for uid {} hangs", uid);
             self->state.hung.push_back(self->make_response_promise<double>());
             return self->state.hung.back();
           }

@@ -80,7 +80,7 @@ const std::vector<log_pattern>& log_patterns() {
       {"rollouter_kill", {"injected fault: killing rollouter"}},
       {"reward_worker_kill", {"reward: worker", "injected reward worker crash"}},
       {"reward_throw", {"scored 0", "injected reward fault"}},
-      {"reward_hang", {"scored 0", "timed out"}},
+      {"reward_hang", {"injected fault: the call for uid", "hangs"}},
       {"sync_drop", {"injected fault: load of", "dropped"}},
       {"sync_delay", {"injected fault: load of", "delayed by"}},
       {"trainer_crash", {"supervision: ", "injected fault: trainer crash"}},
@@ -158,25 +158,50 @@ struct round_spec {
   std::string name;
   std::vector<fault> faults;
   std::vector<std::string> overrides;
+  // The restarts its faults can cause in the whole run, and the supervision.max_restarts the
+  // round runs with: the config's, or that bound when the config's is lower (the run's own
+  // budget would otherwise fail a round that lost nothing). Printed and in chaos.json.
+  int64_t restarts_needed = 0;
+  int64_t max_restarts = 0;
 };
 
 std::string kv(const std::string& key, int64_t v) {
   return key + "=" + std::to_string(v);
 }
 
-// The overrides that inject `f` repeatedly, scaled to the run: T steps, a checkpoint every E.
-// The checkpoint faults need two checkpoints before the crash: c = the checkpoint at about T/2.
-std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, bool all) {
+// Every `every`-th response, or often enough that a run of R responses gets about `share` of
+// them: a small run (a short test of a big config) must still see each fault a few times. The
+// round of all faults gives the three response faults different shares, so that no response
+// gets two (a killed worker's response would never reach its hang).
+int64_t response_rate(int64_t every, int64_t R, int64_t share) {
+  return std::max<int64_t>(2, std::min(every, R / share));
+}
+
+// faults.kill_reward_worker_every of the rounds (restarts_needed reads it too).
+int64_t kill_every(int64_t R, bool all) {
+  return all ? response_rate(41, R, 4) : response_rate(23, R, 8);
+}
+
+// The overrides that inject `f` repeatedly, scaled to the run: T steps, a checkpoint every E,
+// R responses scored. The checkpoint faults need two checkpoints before the crash: c = the
+// checkpoint at about T/2.
+std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, int64_t R, bool all) {
   const int64_t c = std::max<int64_t>(2 * E, (T / 2 / E) * E);
   switch (f) {
     case fault::rollouter_kill:
       return {kv("faults.kill_rollouter_every_steps", all ? 3 : 1)};
     case fault::reward_worker_kill:
-      return {kv("faults.kill_reward_worker_every", all ? 41 : 23)};
+      return {kv("faults.kill_reward_worker_every", kill_every(R, all))};
     case fault::reward_throw:
-      return {kv("faults.reward_throw_every", all ? 37 : 19)};
+      return {
+          kv("faults.reward_throw_every", all ? response_rate(37, R, 5) : response_rate(19, R, 8))};
     case fault::reward_hang:
-      return {kv("faults.reward_hang_every", all ? 53 : 29), "reward.timeout_ms=50"};
+      // A hung call is seen when its deadline fires: reward.timeout_ms, and for an external
+      // scorer (timeout_s + 1 s) per call queued on the worker; both short, so that it fires
+      // before a short run ends.
+      return {
+          kv("faults.reward_hang_every", all ? response_rate(53, R, 3) : response_rate(29, R, 6)),
+          "reward.timeout_ms=50", "reward.external.timeout_s=1"};
     case fault::sync_drop:
       // A lost load waits for the sync's deadline; keep it short so the round stays short.
       return {kv("faults.sync_drop_every", 2), "async_training.sync_timeout_ms=400"};
@@ -196,22 +221,57 @@ std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, bool all) 
   return {};
 }
 
+// An upper bound on the restarts `f` causes in a run of T steps of B prompts x n responses, with
+// the rates of overrides_for. Injected crashes are the only restarts a chaos round expects.
+// Rollouter kills: one every `every` steps. Reward worker kills: one per `every` response uids;
+// a run generates at most 2 T B groups (fully_async generates ahead of training; regenerated
+// groups keep their uids, and each uid's crash fires once). Trainer crashes: one each.
+int64_t restarts_needed(fault f, const run_config& cfg, bool all) {
+  const int64_t T = cfg.trainer.total_steps, B = cfg.data.train_batch_size, n = cfg.rollout.n;
+  switch (f) {
+    case fault::rollouter_kill:
+      return T / (all ? 3 : 1) + 1;
+    case fault::reward_worker_kill:
+      return 2 * T * B * n / kill_every(T * B * n, all) + 1;
+    case fault::trainer_crash:
+      return all ? 0 : 1;
+    case fault::corrupt_checkpoint:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// Sets the round's restart budget: at least what its faults can need (see round_spec).
+void set_budget(round_spec& r, const run_config& cfg) {
+  r.max_restarts = std::max(cfg.supervision.max_restarts, r.restarts_needed);
+  if (r.max_restarts > cfg.supervision.max_restarts)
+    r.overrides.push_back(kv("supervision.max_restarts", r.max_restarts));
+}
+
 std::vector<round_spec> series(const run_config& cfg) {
   const int64_t T = cfg.trainer.total_steps, E = cfg.checkpoint.every_steps;
+  const int64_t R = T * cfg.data.train_batch_size * cfg.rollout.n;
   if (E < 2 || T < 3 * E + 2)
     throw config_error(
         "chaos: the checkpoint rounds need checkpoint.every_steps >= 2 and trainer.total_steps >= "
         "3 * every_steps + 2 (have " +
         std::to_string(E) + " and " + std::to_string(T) + ")");
   std::vector<round_spec> out;
-  for (auto f : all_faults)
-    out.push_back({name_of(f), {f}, overrides_for(f, T, E, false)});
+  for (auto f : all_faults) {
+    round_spec r{name_of(f), {f}, overrides_for(f, T, E, R, false)};
+    r.restarts_needed = restarts_needed(f, cfg, false);
+    set_budget(r, cfg);
+    out.push_back(std::move(r));
+  }
   round_spec all{"all", {}, {}};
   for (auto f : all_faults) {
     all.faults.push_back(f);
-    for (auto& o : overrides_for(f, T, E, true))
+    for (auto& o : overrides_for(f, T, E, R, true))
       all.overrides.push_back(o);
+    all.restarts_needed += restarts_needed(f, cfg, true);
   }
+  set_budget(all, cfg);
   out.push_back(std::move(all));
   return out;
 }
@@ -364,7 +424,20 @@ struct round_result {
   std::vector<fault_count> counts;
   round_check check;
   bool interrupted = false;
+  int64_t max_restarts = 0;
   bool ok() const { return status == "completed" && check.failures.empty(); }
+  // A run failed by its own restart budget (supervision.max_restarts), which is not a loss:
+  // told apart from lost or duplicated groups in the report.
+  bool budget_tripped() const {
+    return status == "failed" && error.find("(supervision.max_restarts") != std::string::npos;
+  }
+  // Why the round is not ok, in a word or two.
+  std::string verdict() const {
+    if (ok()) return "yes";
+    if (check.lost > 0 || check.duplicated > 0) return "NO (data)";
+    if (budget_tripped()) return "NO (budget)";
+    return "NO";
+  }
   int64_t injected() const {
     int64_t n = 0;
     for (auto& c : counts)
@@ -385,6 +458,7 @@ round_result run_round(const chaos_args& a, const round_spec& spec, const std::s
   r.name = spec.name;
   r.dir = dir;
   r.seed = seed;
+  r.max_restarts = spec.max_restarts;
   r.overrides = a.overrides;
   r.overrides.insert(r.overrides.end(), spec.overrides.begin(), spec.overrides.end());
   r.overrides.push_back("runtime.seed=" + std::to_string(seed));
@@ -475,6 +549,8 @@ json to_json(const round_result& r) {
           {"recovered", r.recovered()},
           {"groups_lost", r.check.lost},
           {"groups_duplicated", r.check.duplicated},
+          {"max_restarts", r.max_restarts},
+          {"restart_budget_tripped", r.budget_tripped()},
           {"invariants_ok", r.ok()},
           {"failures", r.check.failures}};
 }
@@ -489,7 +565,13 @@ void print_table(const std::vector<round_result>& rounds, const json& total) {
     std::printf("%-26s %9lld %10lld %12lld %18lld %15s\n", fault_label(r).c_str(),
                 static_cast<long long>(inj), static_cast<long long>(rec),
                 static_cast<long long>(r.check.lost), static_cast<long long>(r.check.duplicated),
-                r.ok() ? "yes" : "NO");
+                r.verdict().c_str());
+    if (r.verdict() == "NO (budget)")
+      std::printf(
+          "    the run's restart budget failed it (supervision.max_restarts %lld), with "
+          "nothing lost or duplicated: the run is slower than its restart window allows "
+          "for this rate; raise supervision.max_restarts or restart_window_s\n",
+          static_cast<long long>(r.max_restarts));
     if (auto b = breakdown(r); !b.empty()) std::printf("    %s\n", b.c_str());
     for (auto& f : r.check.failures)
       std::printf("    FAILED: %s (log: %s/chaos.log)\n", f.c_str(), r.dir.c_str());
@@ -520,6 +602,14 @@ int run_chaos_command(const chaos_args& a) {
   {
     quiet_logging quiet;
     const auto n = static_cast<int64_t>(specs.size()) * a.rounds;
+    for (auto& spec : specs)
+      if (spec.max_restarts > base->cfg.supervision.max_restarts)
+        std::fprintf(stderr,
+                     "chaos: round %s can cause up to %lld restarts; it runs with "
+                     "supervision.max_restarts %lld (the config has %lld)\n",
+                     spec.name.c_str(), static_cast<long long>(spec.restarts_needed),
+                     static_cast<long long>(spec.max_restarts),
+                     static_cast<long long>(base->cfg.supervision.max_restarts));
     int64_t i = 0;
     for (int64_t rep = 0; rep < a.rounds && !interrupted; ++rep) {
       for (auto& spec : specs) {
