@@ -107,8 +107,10 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   const auto& cfg = st.args.env->cfg;
   std::string path;
   try {
-    path =
-        write_run_checkpoint(st.args.checkpoint_dir, cfg.checkpoint.keep, rs, st.args.config_yaml);
+    // The config in force: with the console's live changes, so that a resume restores them
+    // (apps/asyncrl/train_command.cpp, live_values_to_restore).
+    const auto config_yaml = st.live_cfg ? st.live_cfg->schema.dump_yaml() : st.args.config_yaml;
+    path = write_run_checkpoint(st.args.checkpoint_dir, cfg.checkpoint.keep, rs, config_yaml);
   } catch (const std::exception& e) {
     console_checkpoint_done(self, "", rs.step, e.what());
     shutdown(self, std::string("checkpoint at step ") + std::to_string(rs.step) + ": " + e.what());

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "runtime/cluster/weight_chunks.hpp"
+#include "runtime/model/weight_sync.hpp"
 
 namespace asyncrl {
 
@@ -259,7 +260,8 @@ void stage_node(sync_ptr self, caf::actor agent, int64_t version,
 // What remote nodes get: the packed bytes of `w` and their SHA-256.
 void pack_with_digest(const weight_snapshot& w, std::shared_ptr<const std::vector<char>>& packed,
                       std::string& digest) {
-  auto bytes = std::make_shared<std::vector<char>>(pack_weights(w));
+  // A device snapshot (a GPU trainer's) is copied to the host once, for every node.
+  auto bytes = std::make_shared<std::vector<char>>(pack_weights(host_snapshot(w)));
   digest = sha256_hex(bytes->data(), bytes->size());
   packed = std::move(bytes);
 }

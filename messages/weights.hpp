@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/model/weight_blob.hpp"
+#include "runtime/model/weight_sync.hpp"  // host_snapshot (torch-free header)
 
 namespace asyncrl {
 
@@ -23,7 +24,7 @@ typename Inspector::result_type inspect(Inspector& f, weight_snapshot& x) {
     return f(caf::meta::type_name("weight_snapshot"), x.version, bytes);
   } else if constexpr (Inspector::reads_state) {
     std::vector<char> bytes;
-    if (x.blob) bytes = pack_weights(x);
+    if (x.blob) bytes = pack_weights(host_snapshot(x));  // a device snapshot crosses as bytes
     return f(caf::meta::type_name("weight_snapshot"), x.version, bytes);
   } else {
     std::vector<char> bytes;

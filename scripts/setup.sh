@@ -33,6 +33,7 @@ PACKAGES=(
   python3-msgpack curl  # the reference reward scorer; fetching the real tokenizer fixtures
   openssl procps  # scripts/make-certs.sh and the cluster tests (pgrep, pkill)
   tmux            # the console's interactive test (tests/repl, ctest -L repl)
+  clang           # libFuzzer and its sanitizers: scripts/fuzz.sh (the fuzz corpora replay)
 )
 # Debian's libtorch and the BLAS it calls (the PyPI libtorch brings its own).
 [ "$TORCH" = pip ] || [ -n "${Torch_DIR:-}" ] || PACKAGES+=(libtorch-dev libopenblas0-openmp)

@@ -2,7 +2,8 @@
 # Installs what is missing, builds (Release), and runs every test through ctest: the whole suite
 # against Debian's libtorch 1.13 (build/), and, where the CUDA toolkit is installed, the unit
 # tests against libtorch 2.11 from the PyPI torch wheel (build-torch2/, scripts/setup.sh with
-# ASYNCRL_TORCH=pip), whose Python also serves as the reference of the device benchmark's test.
+# ASYNCRL_TORCH=pip), whose Python also serves as the reference of the device benchmark's test;
+# then every fuzz target over its committed corpus, under ASan and UBSan (scripts/fuzz.sh).
 #   scripts/test.sh [extra ctest args for the whole suite, e.g. -L unit]
 # Env: ASYNCRL_TORCH2=auto|on|off (default auto: on when nvcc is found).
 set -euo pipefail
@@ -41,5 +42,7 @@ if [ "$torch2" = on ]; then
   say "unit tests, libtorch 2.11"
   (cd "$ROOT/build-torch2" && ctest --output-on-failure -j "$(nproc)" --timeout 1200 -L unit) || status=1
 fi
+say "fuzz corpora replayed under ASan and UBSan (clang, build-fuzz/)"
+"$ROOT/scripts/fuzz.sh" replay || status=1
 say "done: $([ $status = 0 ] && echo passed || echo FAILED)"
 exit $status

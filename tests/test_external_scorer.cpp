@@ -159,6 +159,17 @@ TEST(ExternalScorer, AnswerDecodingAcceptsOnlyWellFormedAnswers) {
   EXPECT_EQ(std::get<scorer_answer>(neg).score, -2.0);
 }
 
+// Found by tests/fuzz/fuzz_scorer_frames: a map header declaring 2^32 - 1 entries in a 10-byte
+// answer made msgpack allocate 64 GB up front (std::bad_alloc, or the OOM killer). Every
+// count is now bounded by the body's size: a decode error that names the overflow.
+TEST(ExternalScorer, AHugeDeclaredCountIsADecodeErrorNotAnAllocation) {
+  const std::string body("\x81\xa3uid\xdf\xff\xff\xff\xff", 10);  // {uid: map(2^32-1)}
+  auto r = decode_scorer_answer(body, 7);
+  ASSERT_TRUE(std::holds_alternative<std::string>(r));
+  EXPECT_NE(std::get<std::string>(r).find("size overflow"), std::string::npos)
+      << std::get<std::string>(r);
+}
+
 // --- the reference scorer --------------------------------------------------------------------
 
 TEST(ExternalScorer, ReferenceScorerMatchesTheBuiltInRule) {

@@ -630,4 +630,17 @@ TEST(MetricsLine, CarriesEveryUpdateMetricByName) {
 }
 
 }  // namespace
+// Found by tests/fuzz/fuzz_weights: a packed snapshot whose map declares 2^32 - 1 entries
+// made msgpack allocate for all of them before reading one. The decoder now bounds every
+// count by the input's size and refuses it, naming the overflow.
+TEST(WeightsDecoding, AHugeDeclaredCountIsRefusedNotAllocated) {
+  const std::string bytes("\xdf\xff\xff\xff\xff", 5);
+  try {
+    unpack_weights(bytes.data(), bytes.size());
+    FAIL() << "accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("size overflow"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace asyncrl

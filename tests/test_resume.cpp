@@ -373,4 +373,38 @@ TEST(ResumeConfig, OnlyHarmlessKeysMayChange) {
   EXPECT_NE(resume_conflict(*cosine, *longer).find("trainer.total_steps"), std::string::npos);
 }
 
+// Live changes survive a resume: the checkpoint's config carries the values the console set
+// (here trainer.lr 5e-4 and eval.every_steps 3), and the resume restores them unless its own
+// command line sets the key, whose value then wins and is reported. Bugs: changes lost on resume
+// (nothing restored), a restored value that overrides the user's, a restore of a key that
+// did not change, and a restored config that the resume check then refuses.
+TEST(ResumeConfig, LiveChangesAreRestoredUnlessTheCommandLineSetsThem) {
+  auto saved = tiny_run_config({"trainer.lr=5e-4", "eval.every_steps=3"});
+  auto base = tiny_run_config({});
+  auto now = load_config_text(base->schema.dump_yaml(), "config.yaml", {});
+  const std::vector<std::string> keys{"trainer.lr", "eval.every_steps",
+                                      "async_training.max_staleness"};
+  std::vector<std::string> kept;
+  auto restore = live_values_to_restore(*saved, *now, keys, &kept);
+  EXPECT_EQ(restore, (std::vector<std::string>{"trainer.lr=" + saved->schema.value("trainer.lr"),
+                                               "eval.every_steps=3"}));
+  EXPECT_TRUE(kept.empty());
+  auto restored = load_config_text(now->schema.dump_yaml(), "restored", restore);
+  EXPECT_EQ(restored->cfg.trainer.lr, 5e-4);
+  EXPECT_EQ(restored->cfg.eval.every_steps, 3);
+  EXPECT_EQ(resume_conflict(*saved, *restored), "");
+  // The resume's command line sets trainer.lr: the user's value stays, and is reported.
+  auto user = load_config_text(base->schema.dump_yaml(), "config.yaml", {"trainer.lr=1e-4"});
+  restore = live_values_to_restore(*saved, *user, keys, &kept);
+  EXPECT_EQ(restore, (std::vector<std::string>{"eval.every_steps=3"}));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].rfind("trainer.lr=", 0), 0u) << kept[0];
+  EXPECT_NE(kept[0].find("(the checkpoint had " + saved->schema.value("trainer.lr") + ")"),
+            std::string::npos)
+      << kept[0];
+  // A live key may differ at a resume when the caller allows it; another key still may not.
+  EXPECT_NE(resume_conflict(*saved, *user), "");
+  EXPECT_EQ(resume_conflict(*saved, *user, keys), "");
+}
+
 }  // namespace

@@ -20,6 +20,7 @@
 #include "runtime/cluster/address.hpp"
 #include "runtime/config/resume_compat.hpp"
 #include "runtime/config/run_config.hpp"
+#include "runtime/console/live_keys.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/task/evaluate.hpp"
@@ -162,22 +163,56 @@ std::optional<resume_point> latest_checkpoint(const std::string& dir) {
   return p;
 }
 
+// The config a checkpoint was cut under (console changes included).
+std::unique_ptr<loaded_config> saved_config(const resume_point& p) {
+  auto saved = std::make_unique<loaded_config>();
+  saved->cfg.bind(saved->schema);
+  saved->schema.load_yaml_text(p.config_yaml, p.path + " (config)");
+  return saved;
+}
+
+// The keys the console may change during a run of this config: the sync interval only in
+// fully_async (the console refuses it elsewhere: a sync closes every batch there).
+std::vector<std::string> live_keys_of(const run_config& cfg) {
+  std::vector<std::string> keys;
+  for (const auto& k : live_keys()) {
+    const std::string key = k.key;
+    if (key == "async_training.trigger_parameter_sync_step" &&
+        cfg.async_training.mode != async_mode::fully_async)
+      continue;
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+// --resume: the live settings in force at the checkpoint (changed from the console) become the
+// resumed run's, except a key the resume's command line sets. Null when none differ.
+std::unique_ptr<loaded_config> restore_live_settings(const loaded_config& lc,
+                                                     const resume_point& p) {
+  std::vector<std::string> kept;
+  const auto keys = live_keys_of(lc.cfg);
+  const auto restore = live_values_to_restore(*saved_config(p), lc, keys, &kept);
+  for (const auto& k : kept)
+    spdlog::warn("train: resume keeps {} from the command line", k);
+  if (restore.empty()) return nullptr;
+  std::string list;
+  for (const auto& r : restore)
+    list += (list.empty() ? "" : ", ") + r;
+  spdlog::info("train: resume restores the live settings in force at step {}: {}", p.run.step,
+               list);
+  return load_config_text(lc.schema.dump_yaml(), "the resumed run's config", restore);
+}
+
 // --resume: the checkpoint to continue from, refused when the config changed a key that would
 // make it another run.
-resume_point resume_point_for(const loaded_config& lc, const std::string& dir) {
-  auto p = latest_checkpoint(dir);
-  if (!p) throw std::runtime_error("cannot resume: no usable checkpoint in " + dir);
-  loaded_config saved;
-  saved.cfg.bind(saved.schema);
-  saved.schema.load_yaml_text(p->config_yaml, p->path + " (config)");
-  if (auto why = resume_conflict(saved, lc); !why.empty())
-    throw config_error("cannot resume from " + p->path + ": " + why);
-  if (lc.cfg.trainer.total_steps <= p->run.step)
-    throw config_error("cannot resume from " + p->path + ": it is at step " +
-                       std::to_string(p->run.step) + ", and trainer.total_steps is " +
+void check_resume(const loaded_config& lc, const resume_point& p) {
+  if (auto why = resume_conflict(*saved_config(p), lc, live_keys_of(lc.cfg)); !why.empty())
+    throw config_error("cannot resume from " + p.path + ": " + why);
+  if (lc.cfg.trainer.total_steps <= p.run.step)
+    throw config_error("cannot resume from " + p.path + ": it is at step " +
+                       std::to_string(p.run.step) + ", and trainer.total_steps is " +
                        std::to_string(lc.cfg.trainer.total_steps) + "; raise it to continue");
-  spdlog::info("train: resuming from {} (step {})", p->path, p->run.step);
-  return std::move(*p);
+  spdlog::info("train: resuming from {} (step {})", p.path, p.run.step);
 }
 
 // Space for checkpoint.keep + 1 checkpoints (a new one is written before the oldest goes) and
@@ -210,7 +245,20 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
 
 }  // namespace
 
-train_report run_training(const loaded_config& lc, const train_options& opt) {
+train_report run_training(const loaded_config& given, const train_options& opt) {
+  // A resume reads its checkpoint first: the live settings it restores shape everything else.
+  std::optional<resume_point> from;
+  std::unique_ptr<loaded_config> restored;
+  if (!opt.resume_dir.empty()) {
+    const auto& gc = given.cfg;
+    const auto dir = gc.checkpoint.dir.empty()
+                         ? (fs::path(gc.runtime.run_dir) / "checkpoints").string()
+                         : gc.checkpoint.dir;
+    from = latest_checkpoint(dir);
+    if (!from) throw std::runtime_error("cannot resume: no usable checkpoint in " + dir);
+    restored = restore_live_settings(given, *from);
+  }
+  const loaded_config& lc = restored ? *restored : given;
   const auto& cfg = lc.cfg;
   auto run = start_run(lc);
   auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
@@ -222,8 +270,7 @@ train_report run_training(const loaded_config& lc, const train_options& opt) {
                                  ? (fs::path(run.dir) / "checkpoints").string()
                                  : cfg.checkpoint.dir};
   check_free_space(run.dir, disk_needed(cfg, policy.config.num_parameters()));
-  std::optional<resume_point> from;
-  if (!opt.resume_dir.empty()) from = resume_point_for(lc, paths.checkpoint_dir);
+  if (from) check_resume(lc, *from);
   spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
                to_string(cfg.async_training.mode), cfg.data.train_batch_size, cfg.rollout.n,
                cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());

@@ -1,5 +1,7 @@
 #include "runtime/config/resume_compat.hpp"
 
+#include <algorithm>
+
 #include "runtime/config/run_config.hpp"
 
 namespace asyncrl {
@@ -34,9 +36,12 @@ bool resume_may_change(const std::string& key) {
   return false;
 }
 
-std::string resume_conflict(const loaded_config& saved, const loaded_config& now) {
+std::string resume_conflict(const loaded_config& saved, const loaded_config& now,
+                            const std::vector<std::string>& also_may_change) {
   for (const auto& key : now.schema.keys()) {
     if (resume_may_change(key) || !saved.schema.has(key)) continue;
+    if (std::find(also_may_change.begin(), also_may_change.end(), key) != also_may_change.end())
+      continue;
     const auto before = saved.schema.value(key), after = now.schema.value(key);
     if (before != after)
       return "key '" + key + "' changed from " + before + " (checkpoint) to " + after +
@@ -51,6 +56,25 @@ std::string resume_conflict(const loaded_config& saved, const loaded_config& now
            ": with trainer.lr_schedule=" + to_string(a.lr_schedule) +
            " the learning rate of every step depends on it";
   return {};
+}
+
+std::vector<std::string> live_values_to_restore(const loaded_config& saved,
+                                                const loaded_config& now,
+                                                const std::vector<std::string>& keys,
+                                                std::vector<std::string>* kept) {
+  std::vector<std::string> out;
+  for (const auto& key : keys) {
+    if (!saved.schema.has(key) || !now.schema.has(key)) continue;
+    const auto before = saved.schema.value(key), current = now.schema.value(key);
+    if (before == current) continue;
+    // Origins read "command line argument 'key=value'" for the resume's own overrides.
+    if (now.schema.origin(key).where.rfind("command line", 0) == 0) {
+      if (kept) kept->push_back(key + "=" + current + " (the checkpoint had " + before + ")");
+      continue;
+    }
+    out.push_back(key + "=" + before);
+  }
+  return out;
 }
 
 }  // namespace asyncrl

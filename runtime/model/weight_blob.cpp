@@ -1,6 +1,6 @@
 #include "runtime/model/weight_blob.hpp"
 
-#include "runtime/model/weight_sync.hpp"
+#include "runtime/common/msgpack_limits.hpp"
 
 #include <msgpack.hpp>
 
@@ -26,7 +26,8 @@ const float* weight_blob::floats() const {
 
 std::vector<char> pack_weights(const weight_snapshot& w) {
   if (!w.blob) throw std::invalid_argument("pack_weights: empty snapshot");
-  if (w.blob->on_device()) return pack_weights(host_snapshot(w));
+  if (w.blob->on_device())  // this file stays torch-free: the callers copy it to the host
+    throw std::invalid_argument("pack_weights: a device snapshot (host_snapshot() it first)");
   const auto& b = *w.blob;
   msgpack::sbuffer buf(static_cast<size_t>(b.bytes()) + 4096);
   msgpack::packer<msgpack::sbuffer> pk(&buf);
@@ -48,7 +49,9 @@ std::vector<char> pack_weights(const weight_snapshot& w) {
 weight_snapshot unpack_weights(const char* data, size_t size) {
   msgpack::object_handle oh;
   try {
-    oh = msgpack::unpack(data, size);
+    std::size_t off = 0;
+    // Depth: the map, the shapes' array, a shape; slack for keys a newer sender adds.
+    oh = msgpack::unpack(data, size, off, nullptr, nullptr, msgpack_limits(size, 8));
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("weights: invalid msgpack: ") + e.what());
   }

@@ -83,7 +83,7 @@ struct weight_snapshot {
 
 /// msgpack map {"version", "names", "shapes", "dtype" ("float32" or "bf16"), "data" (bin,
 /// little-endian elements)}. A map without "dtype" is float32 (what older senders wrote).
-/// A device snapshot is copied to the host first.
+/// A device snapshot must be copied to the host first (host_snapshot, weight_sync.hpp).
 std::vector<char> pack_weights(const weight_snapshot& w);
 /// Validates names, shapes and the data size; throws std::runtime_error on bad input.
 weight_snapshot unpack_weights(const char* data, size_t size);

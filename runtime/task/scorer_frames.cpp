@@ -1,5 +1,7 @@
 #include "runtime/task/scorer_frames.hpp"
 
+#include "runtime/common/msgpack_limits.hpp"
+
 #include <msgpack.hpp>
 
 #include <cmath>
@@ -26,9 +28,8 @@ std::string_view key_of(const msgpack::object& o) {
 std::optional<msgpack::object_handle> unpack_one(std::string_view body, std::string* why) {
   try {
     std::size_t off = 0;
-    msgpack::unpack_limit limit(0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff,
-                                kMaxDepth);
-    auto oh = msgpack::unpack(body.data(), body.size(), off, nullptr, nullptr, limit);
+    auto oh = msgpack::unpack(body.data(), body.size(), off, nullptr, nullptr,
+                              msgpack_limits(body.size(), kMaxDepth));
     if (off != body.size()) {
       *why = std::to_string(body.size() - off) + " byte(s) after the msgpack value";
       return std::nullopt;
