@@ -27,8 +27,11 @@ struct controller_args {
   std::vector<qa_example> test;   // eval.every_steps evaluates on it
   std::string run_dir;            // metrics.jsonl and ledger.json go here; empty = no files
   bool show_progress = true;
-  std::string checkpoint_dir;       // empty = no checkpoints
-  std::string config_yaml;          // the resolved config, saved in every checkpoint
+  std::string checkpoint_dir;  // empty = no checkpoints
+  std::string config_yaml;     // the resolved config, saved in every checkpoint
+  // Without TLS, what a console or worker in another process must present (run.secret in the
+  // run directory, mode 0600: only its owner can read it). Empty: none asked (TLS, or tests).
+  std::string secret;
   std::optional<run_state> resume;  // continue from this checkpoint (run.trainer.state set)
 };
 

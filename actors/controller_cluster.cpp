@@ -38,8 +38,29 @@ void drop_remote_worker(ctrl_ptr self, int32_t worker, const std::string& why, b
 
 }  // namespace
 
+std::string check_secret(ctrl_ptr self, const std::string& presented, const char* what) {
+  const auto& want = self->state.args.secret;
+  const auto& sender = self->current_sender();
+  if (want.empty() || !sender || sender->node() == self->node()) return "";
+  // Constant time: the comparison must not tell a prober how much of a guess was right.
+  unsigned char diff = presented.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i)
+    diff |= static_cast<unsigned char>(want[i] ^ (i < presented.size() ? presented[i] : 0));
+  if (diff == 0) return "";
+  const std::string why =
+      presented.empty()
+          ? "this run has no TLS: a " + std::string(what) +
+                " in another process must present the run's secret (--secret-file "
+                "RUN_DIR/run.secret, or ASYNCRL_RUN_SECRET), readable only by the run's owner"
+          : std::string("the ") + what + "'s run secret is wrong";
+  spdlog::warn("cluster: refused a {} from node {}: {}", what, to_string(sender->node()), why);
+  return why;
+}
+
 caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   auto& st = self->state;
+  if (auto why = check_secret(self, req.secret, "worker"); !why.empty())
+    return caf::make_error(caf::sec::runtime_error, why);
   if (st.shutting_down) return caf::make_error(caf::sec::runtime_error, "the run is shutting down");
   if (req.rollouters <= 0 || !req.agent)
     return caf::make_error(caf::sec::invalid_argument,

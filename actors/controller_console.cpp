@@ -465,6 +465,7 @@ reply do_stop(ctrl_ptr self) {
 caf::result<console_reply> on_console(ctrl_ptr self, console_request& req) {
   auto& st = self->state;
   if (auto why = check_client(self); !why.empty()) return refuse(why);
+  if (auto why = check_secret(self, req.secret, "console"); !why.empty()) return refuse(why);
   const command_info* info = nullptr;
   for (auto& c : console_commands())
     if (static_cast<int32_t>(c.cmd) == req.command) info = &c;

@@ -143,6 +143,10 @@ void console_checkpoint_done(ctrl_ptr self, const std::string& path, int64_t ste
 void start_rollouter(ctrl_ptr self, const rollouter_actor& r);
 
 // controller_cluster.cpp
+/// Without TLS, a console or worker in another process must present the run's secret
+/// (controller_args::secret). "" when the sender may go on; else why not, which is also logged
+/// with the peer's node (a refusal a run's owner should see).
+std::string check_secret(ctrl_ptr self, const std::string& presented, const char* what);
 /// Tells the queue how many rollouters are alive (their shares of a window).
 void tell_queue_members(ctrl_ptr self);
 /// Removes rollouter `worker` (local or remote) for good: fenced, stopped, its unfinished

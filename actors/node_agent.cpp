@@ -38,8 +38,8 @@ caf::error no_version(agent_ptr self, int64_t v) {
 
 void join(agent_ptr self) {
   auto& st = self->state;
-  join_request req{st.args.host, st.args.pid, st.args.rollouters,
-                   caf::actor_cast<caf::actor>(self)};
+  join_request req{st.args.host, st.args.pid, st.args.rollouters, caf::actor_cast<caf::actor>(self),
+                   st.args.secret};
   self->request(st.args.controller, st.args.timeout, join_atom::value, std::move(req))
       .then(
           [self](join_reply& r) {

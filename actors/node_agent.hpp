@@ -23,6 +23,7 @@ struct node_agent_args {
   std::string host;
   int32_t pid = 0;
   std::chrono::milliseconds timeout{30000};  // join, and each load into a local rollouter
+  std::string secret;  // the run's secret, presented with the join (a run without TLS asks)
   /// Builds the environment from the run's resolved config (the app's local overrides apply).
   /// Throws on a config this node cannot run.
   std::function<env_ptr(const std::string& config_yaml)> make_env;

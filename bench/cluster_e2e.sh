@@ -26,7 +26,8 @@ pids+=("$T")
 for _ in $(seq 300); do [[ -f "$W/remote/cluster.json" ]] && break; sleep 0.1; done
 P=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$W/remote/cluster.json")
 for _ in 1 2; do
-  timeout 120 "$BIN" worker --connect "127.0.0.1:$P" runtime.log_level=warn >/dev/null 2>&1 &
+  timeout 120 "$BIN" worker --connect "127.0.0.1:$P" --secret-file "$W/remote/run.secret" \
+    runtime.log_level=warn >/dev/null 2>&1 &
   pids+=("$!")
 done
 wait "$T"

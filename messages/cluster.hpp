@@ -21,6 +21,7 @@ struct join_request {
   int32_t pid = 0;         // its process id (logs)
   int32_t rollouters = 0;  // rollouters it will host
   caf::actor agent;        // its node agent (node_agent_actor)
+  std::string secret;      // the run's secret (<run_dir>/run.secret) when it has no TLS
 };
 
 /// The controller's answer: what the worker needs to build its rollouters.
@@ -64,7 +65,7 @@ inline weight_chunk make_weight_chunk(const std::vector<char>& packed, int64_t v
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_request& x) {
-  return f(caf::meta::type_name("join_request"), x.host, x.pid, x.rollouters, x.agent);
+  return f(caf::meta::type_name("join_request"), x.host, x.pid, x.rollouters, x.agent, x.secret);
 }
 
 template <class Inspector>

@@ -20,6 +20,7 @@ struct console_request {
   int32_t command = 0;
   std::vector<std::string> args;
   bool read_only = false;  // the client was started with --read-only: refuse every change
+  std::string secret;      // the run's secret (<run_dir>/run.secret) when it has no TLS
 };
 
 /// The run's answer: `json` is the result (an object) when ok, `error` says why not.
@@ -42,7 +43,7 @@ struct live_settings {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, console_request& x) {
-  return f(caf::meta::type_name("console_request"), x.command, x.args, x.read_only);
+  return f(caf::meta::type_name("console_request"), x.command, x.args, x.read_only, x.secret);
 }
 
 template <class Inspector>

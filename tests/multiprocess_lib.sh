@@ -53,11 +53,27 @@ port_of() {
   fail "no $1/cluster.json after 30 s"
 }
 
-# start_worker NAME PORT ARGS...: an `asyncrl worker` in the background; sets WORKER_PID.
+# secret_args PORT: --secret-file of the run under $WORK listening on PORT, when it has one (a
+# run without TLS); nothing otherwise.
+secret_args() {
+  local f
+  for f in "$WORK"/*/cluster.json; do
+    [[ -f "$f" ]] || continue
+    if python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["port"] != int(sys.argv[2]))' \
+        "$f" "$1" && [[ -f "$(dirname "$f")/run.secret" ]]; then
+      echo "--secret-file $(dirname "$f")/run.secret"
+      return
+    fi
+  done
+}
+
+# start_worker NAME PORT ARGS...: an `asyncrl worker` in the background, with the run's secret;
+# sets WORKER_PID.
 start_worker() {
   local name=$1 port=$2
   shift 2
-  timeout "${TRAIN_TIMEOUT:-240}" "$BIN" worker --connect "127.0.0.1:$port" "$@" \
+  # shellcheck disable=SC2046  # the two words of secret_args, or none
+  timeout "${TRAIN_TIMEOUT:-240}" "$BIN" worker --connect "127.0.0.1:$port" $(secret_args "$port") "$@" \
     >"$WORK/$name.log" 2>&1 &
   WORKER_PID=$!
   pids+=("$WORKER_PID")

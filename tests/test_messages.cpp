@@ -24,6 +24,9 @@
 
 #include "actors/controller.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/model/weight_sync.hpp"
+#include "tests/tiny_model.hpp"
 
 namespace asyncrl {
 namespace {
@@ -432,6 +435,19 @@ TEST_F(Messages, SnapshotWireFormatIsVersionThenMsgpackBytes) {
   ASSERT_FALSE(sink(version, packed));
   EXPECT_EQ(save(w, sys), expected);
   expect_same(w, unpack_weights(packed.data(), packed.size()));
+}
+
+// A GPU trainer's device snapshot (here its CPU form: the same flat tensor) crosses a process
+// boundary as the host snapshot's bytes. Bug it catches: serializing the empty host buffer of a
+// device snapshot, or a throw from pack_weights inside CAF's serializer.
+TEST_F(Messages, DeviceSnapshotCrossesAsItsHostBytes) {
+  auto model = init_causal_lm(test::tiny_model_config(), 0.3, 4, torch::kCPU);
+  auto dev = snapshot_weights(*model, 9, weight_dtype::float32, snapshot_place::device);
+  ASSERT_TRUE(dev.blob->on_device());
+  auto y = round_trip(dev);
+  EXPECT_EQ(y.version, 9);
+  ASSERT_NE(y.blob, nullptr);
+  EXPECT_EQ(y.blob->data, snapshot_weights(*model, 9).blob->data);
 }
 
 TEST_F(Messages, EmptySnapshotRoundTripsToNullBlob) {

@@ -106,6 +106,8 @@ void add_run_commands(CLI::App& app, cli_args& a) {
                            "reward workers in this process (not supported yet)");
   a.worker_cmd->add_option("--tls-dir", a.worker.tls_dir,
                            "DIR with ca.pem, node.pem, node.key (scripts/make-certs.sh)");
+  a.worker_cmd->add_option("--secret-file", a.worker.secret_file,
+                           "a run without TLS: its RUN_DIR/run.secret (or set ASYNCRL_RUN_SECRET)");
   a.worker_cmd->add_option("overrides", a.worker.overrides,
                            "this machine's settings: runtime.device=..., rollout.threads=..., "
                            "cluster.tls.*=...");
@@ -123,6 +125,9 @@ void add_run_commands(CLI::App& app, cli_args& a) {
                        "refuse every command that changes the run");
   a.repl_cmd->add_option("--tls-dir", a.repl.tls_dir,
                          "DIR with ca.pem, node.pem, node.key, as for workers");
+  a.repl_cmd->add_option("--secret-file", a.repl.secret_file,
+                         "a run without TLS: its run.secret (default: RUN_DIR/run.secret with "
+                         "--attach RUN_DIR, or ASYNCRL_RUN_SECRET)");
   a.repl_cmd->add_option("overrides", a.repl.overrides,
                          "with --config: the run's key=value overrides; with --attach: "
                          "cluster.tls.*, cluster.request_timeout_ms, runtime.log_level");

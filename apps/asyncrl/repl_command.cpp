@@ -18,6 +18,7 @@
 #include "apps/asyncrl/cluster_setup.hpp"
 #include "apps/asyncrl/line_editor.hpp"
 #include "apps/asyncrl/repl_render.hpp"
+#include "apps/asyncrl/run_secret.hpp"
 #include "messages/interfaces.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/address.hpp"
@@ -42,6 +43,7 @@ struct endpoint {
   std::string host;
   uint16_t port = 0;
   bool tls = false;
+  std::string dir;  // the run directory, when known (its run.secret)
 };
 
 endpoint read_cluster_json(const std::string& run_dir) {
@@ -52,7 +54,8 @@ endpoint read_cluster_json(const std::string& run_dir) {
                              " (is a run in progress there, with cluster.listen on?)");
   try {
     auto j = json::parse(in);
-    return {j.at("host").get<std::string>(), j.at("port").get<uint16_t>(), j.value("tls", false)};
+    return {j.at("host").get<std::string>(), j.at("port").get<uint16_t>(), j.value("tls", false),
+            run_dir};
   } catch (const std::exception& e) {
     throw std::runtime_error("repl: " + path + ": " + e.what());
   }
@@ -196,11 +199,12 @@ outcome failure(std::string why) {
 class session {
  public:
   session(caf::actor_system& sys, caf::actor ctrl, const repl_options& opt,
-          std::chrono::milliseconds timeout)
+          std::chrono::milliseconds timeout, std::string secret)
       : sys_(sys),
         self_(sys),
         ctrl_(caf::actor_cast<controller_actor>(ctrl)),
         opt_(opt),
+        secret_(std::move(secret)),
         timeout_(timeout) {}
 
   outcome ask(const parsed_command& p) {
@@ -213,7 +217,7 @@ class session {
     const auto timeout = slow ? std::chrono::milliseconds(std::chrono::minutes(35)) : timeout_;
     self_
         ->request(ctrl_, timeout, console_atom::value,
-                  console_request{static_cast<int32_t>(p.cmd), p.args, opt_.read_only})
+                  console_request{static_cast<int32_t>(p.cmd), p.args, opt_.read_only, secret_})
         .receive(
             [&](console_reply& r) {
               o.ok = r.ok;
@@ -281,6 +285,7 @@ class session {
   caf::scoped_actor self_;
   controller_actor ctrl_;
   const repl_options& opt_;
+  std::string secret_;  // the run's, for a run without TLS (apps/asyncrl/run_secret.hpp)
   std::chrono::milliseconds timeout_;
 };
 
@@ -321,7 +326,8 @@ int run_repl_command(const repl_options& opt) {
   configure_network(sys_cfg, cluster);
   caf::actor_system sys{sys_cfg};
   auto ctrl = connect_controller(sys, where.host, where.port, cluster);
-  session s(sys, ctrl, opt, std::chrono::milliseconds(cluster.request_timeout_ms));
+  session s(sys, ctrl, opt, std::chrono::milliseconds(cluster.request_timeout_ms),
+            read_run_secret(opt.secret_file, where.dir.empty() ? "" : where.dir + "/run.secret"));
 
   const bool scripted = !opt.exec.empty();
   const bool interactive = !scripted && isatty(0);

@@ -13,6 +13,7 @@
 #include "actors/run_checkpoint.hpp"
 #include "apps/asyncrl/cluster_setup.hpp"
 #include "apps/asyncrl/reports.hpp"
+#include "apps/asyncrl/run_secret.hpp"
 #include "apps/asyncrl/run_setup.hpp"
 #include "apps/asyncrl/signals.hpp"
 #include "messages/type_ids.hpp"
@@ -104,6 +105,10 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
     sys_cfg.set("scheduler.policy", caf::atom("sharing"));
     const bool networked = cfg.cluster.listen != "off";
     if (networked) configure_network(sys_cfg, cfg.cluster);
+    // Without TLS, whoever can reach the listener could steer the run: a console or worker in
+    // another process must present the secret only the run's owner can read.
+    const bool secret = networked && !cfg.cluster.tls.enabled() && !paths.run_dir.empty();
+    if (secret) ca.secret = write_run_secret(paths.run_dir);
     caf::actor_system sys{sys_cfg};
     auto ctrl = spawn_controller(sys, ca);
     if (networked) {
@@ -123,7 +128,9 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
       std::cerr << "cluster: listening on " << host << ":" << port
                 << (cfg.cluster.tls.enabled() ? " (TLS)" : "") << "; workers join with: asyncrl "
                 << "worker --connect " << host << ":" << port
-                << (cfg.cluster.tls.enabled() ? " --tls-dir DIR" : "") << std::endl;
+                << (cfg.cluster.tls.enabled() ? " --tls-dir DIR" : "")
+                << (secret ? " --secret-file " + paths.run_dir + "/run.secret" : std::string())
+                << std::endl;
     }
     interrupt_watch signals([ctrl](int) { caf::anon_send(ctrl, interrupt_atom::value); });
     caf::scoped_actor self{sys};

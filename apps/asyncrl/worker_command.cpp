@@ -11,6 +11,7 @@
 #include "actors/env.hpp"
 #include "actors/node_agent.hpp"
 #include "apps/asyncrl/cluster_setup.hpp"
+#include "apps/asyncrl/run_secret.hpp"
 #include "apps/asyncrl/signals.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/address.hpp"
@@ -93,6 +94,7 @@ int run_worker_command(const worker_options& opt) {
   na.host = hostname();
   na.pid = static_cast<int32_t>(getpid());
   na.timeout = std::chrono::milliseconds(cluster.request_timeout_ms);
+  na.secret = read_run_secret(opt.secret_file, "");
   // The CPUs this process may use (taskset, cgroups), not every CPU of the machine.
   const int cores = std::max(1, static_cast<int>(allowed_cpus().size()));
   na.make_env = [overrides, n = opt.rollouters, cores](const std::string& yaml) {

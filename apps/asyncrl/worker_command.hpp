@@ -13,6 +13,7 @@ struct worker_options {
   int32_t rollouters = 1;
   int32_t reward_workers = 0;  // not supported yet: refused when > 0
   std::string tls_dir;         // DIR/ca.pem, DIR/node.pem, DIR/node.key (scripts/make-certs.sh)
+  std::string secret_file;     // the run's secret (RUN_DIR/run.secret), or $ASYNCRL_RUN_SECRET
   std::vector<std::string> overrides;  // keys a worker may set for itself (see the .cpp)
 };
 

@@ -17,6 +17,10 @@
 #                 every command that changes the run.
 #   tty           the interactive console under tmux: tab completion, history recall (also
 #                 after a restart, from ~/.asyncrl_history), help.
+#   owner         without TLS only the run's owner steers it: run.secret is mode 600; a console
+#                 without the secret, with a wrong one, and a worker without it are refused and
+#                 logged; so is a second Unix user (made by the test, removed after; as root
+#                 only), who cannot read the secret either. The owner then stops the run.
 # Every process it starts is killed on exit; every wait is bounded.
 set -euo pipefail
 
@@ -33,7 +37,16 @@ COMMON=(trainer.total_steps=100000 checkpoint.every_steps=0 runtime.progress_tim
 TMUX_SOCK="asyncrl_repl_test_$$"
 TRAIN_TIMEOUT=300
 FAIL_FILES=('*.jsonl' 'run/events.jsonl')
-extra_cleanup() { tmux -L "$TMUX_SOCK" kill-server 2>/dev/null || true; }
+OTHER_USER=""
+OTHER_DIR=""
+extra_cleanup() {
+  tmux -L "$TMUX_SOCK" kill-server 2>/dev/null || true
+  if [[ -n "$OTHER_USER" ]]; then
+    pkill -9 -u "$OTHER_USER" 2>/dev/null || true
+    userdel "$OTHER_USER" 2>/dev/null || true
+  fi
+  [[ -z "$OTHER_DIR" ]] || rm -rf "$OTHER_DIR"
+}
 source "$ROOT/tests/multiprocess_lib.sh"
 
 # repl ARGS...: the console, bounded.
@@ -168,11 +181,13 @@ PY
   remote)
     start_train run rollout.num_workers=0
     port=$(port_of "$WORK/run")
-    timeout 300 "$BIN" worker --connect "127.0.0.1:$port" --rollouters 2 >"$WORK/worker.log" 2>&1 &
+    timeout 300 "$BIN" worker --connect "127.0.0.1:$port" --secret-file "$WORK/run/run.secret" \
+      --rollouters 2 >"$WORK/worker.log" 2>&1 &
     WORKER=$!
     pids+=("$WORKER")
     wait_steps "$WORK/run" 3
-    repl --attach "127.0.0.1:$port" --json --exec "status; add-rollouter; set rollout.temperature 0.7" >"$WORK/r1.jsonl"
+    repl --attach "127.0.0.1:$port" --secret-file "$WORK/run/run.secret" --json \
+      --exec "status; add-rollouter; set rollout.temperature 0.7" >"$WORK/r1.jsonl"
     check "$WORK/r1.jsonl" 'all(x["ok"] for x in r)' "first remote session"
     check "$WORK/r1.jsonl" 'sorted(x["id"] for x in r[0]["result"]["rollouters"]) == [0, 1] and all("pid" in x["where"] for x in r[0]["result"]["rollouters"])' "the worker's two rollouters are listed as remote"
     check "$WORK/r1.jsonl" 'r[1]["result"]["id"] == 2' "add-rollouter gets the next id"
@@ -270,6 +285,44 @@ PY
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
     [[ ! -f "$WORK/run/events.jsonl" ]] || ! grep -q '"set"\|"pause"' "$WORK/run/events.jsonl" ||
       fail "a read-only console changed the run"
+    ;;
+  owner)
+    unset ASYNCRL_RUN_SECRET
+    start_train run
+    port=$(port_of "$WORK/run")
+    wait_steps "$WORK/run" 2
+    [[ $(stat -c %a "$WORK/run/run.secret") == 600 ]] || fail "run.secret is not mode 600"
+    repl --attach "127.0.0.1:$port" --json --exec "status; stop" >"$WORK/nosecret.jsonl" || true
+    check "$WORK/nosecret.jsonl" 'len(r) == 2 and all(not x["ok"] and "secret" in x["error"] for x in r)' "a console without the secret was not refused"
+    ASYNCRL_RUN_SECRET=00112233 repl --attach "127.0.0.1:$port" --json --exec "stop" >"$WORK/wrong.jsonl" || true
+    check "$WORK/wrong.jsonl" 'len(r) == 1 and not r[0]["ok"] and "wrong" in r[0]["error"]' "a console with a wrong secret was not refused"
+    rc=0; timeout 60 "$BIN" worker --connect "127.0.0.1:$port" >"$WORK/nosecret-worker.log" 2>&1 || rc=$?
+    [[ $rc -ne 0 && $rc -ne 124 ]] || fail "a worker without the secret was not refused (rc $rc)"
+    refusals=3
+    if [[ $(id -u) -eq 0 ]] && command -v useradd >/dev/null && command -v runuser >/dev/null; then
+      OTHER_USER="asyncrl-t$$"
+      useradd --no-create-home --shell /usr/sbin/nologin "$OTHER_USER" || fail "useradd failed"
+      # A copy of the binary the other user can run (the build tree may be private).
+      OTHER_DIR=$(mktemp -d /tmp/asyncrl-owner-XXXXXX)
+      chmod 755 "$OTHER_DIR"
+      cp "$BIN" "$OTHER_DIR/asyncrl" && chmod 755 "$OTHER_DIR/asyncrl"
+      rc=0; runuser -u "$OTHER_USER" -- cat "$WORK/run/run.secret" >/dev/null 2>&1 || rc=$?
+      [[ $rc -ne 0 ]] || fail "another user can read run.secret"
+      rc=0; runuser -u "$OTHER_USER" -- timeout 120 "$OTHER_DIR/asyncrl" repl --attach "127.0.0.1:$port" \
+        --json --exec "set trainer.lr 0.5; stop" >"$WORK/other.jsonl" 2>"$WORK/other.log" || rc=$?
+      check "$WORK/other.jsonl" 'len(r) == 2 and all(not x["ok"] and "secret" in x["error"] for x in r)' "another user's console was not refused"
+      refusals=5
+      echo "ok: user $OTHER_USER cannot read run.secret, and its console was refused"
+    else
+      echo "note: not root (or no useradd/runuser): the second-user part is skipped"
+    fi
+    n=$(grep -c "cluster: refused a " "$WORK/run.log" || true)
+    [[ $n -ge $refusals ]] || fail "the run logged $n refusals, expected $refusals"
+    repl --attach "$WORK/run" --json --exec "status; get trainer.lr; stop" >"$WORK/owner.jsonl"
+    check "$WORK/owner.jsonl" 'all(x["ok"] for x in r) and r[1]["result"]["value"] == "0.01"' "the owner (with run.secret) steers the run, unchanged by the others"
+    wait_train
+    python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    echo "ok: $n refusals logged; only the owner stopped the run"
     ;;
   tty)
     command -v tmux >/dev/null || fail "tmux is not installed (scripts/setup.sh installs it)"
