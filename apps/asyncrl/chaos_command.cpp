@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -512,6 +513,14 @@ round_result run_round(const chaos_args& a, const round_spec& spec, const std::s
   return r;
 }
 
+// The resident memory of this process (VmRSS), in MiB; 0 when /proc cannot tell.
+double rss_mb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  return 0;
+}
+
 std::string fault_label(const round_result& r) {
   if (r.counts.size() == 1 && std::string(r.counts[0].unit) != "faults")
     return r.name + " (" + r.counts[0].unit + ")";
@@ -585,6 +594,16 @@ void print_table(const std::vector<round_result>& rounds, const json& total) {
   std::printf("(%lld rounds in %.1f s; slow-rollouter steps are not counted as faults)\n",
               static_cast<long long>(total.at("rounds").get<int64_t>()),
               total.at("wall_time_s").get<double>());
+  std::printf("resident memory: %.0f MiB at the start, %.0f MiB at the end",
+              total.at("rss_mb_start").get<double>(), total.at("rss_mb_end").get<double>());
+  if (total.contains("rss_growth_mb"))
+    std::printf("; %+.0f MiB since %s (bound %.0f): %s", total.at("rss_growth_mb").get<double>(),
+                total.at("rss_mb_after_first_series").get<double>() > 0
+                    ? "the end of the first series"
+                    : "the start (one series only)",
+                total.at("max_rss_growth_mb").get<double>(),
+                total.at("rss_bounded").get<bool>() ? "bounded" : "GREW");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -599,9 +618,18 @@ int run_chaos_command(const chaos_args& a) {
   std::vector<round_result> rounds;
   const auto t0 = std::chrono::steady_clock::now();
   bool interrupted = false;
+  // A soak (--minutes) repeats the series until the time is up; memory is compared from the end
+  // of the first series (the allocator's and libtorch's pools are warm by then) to the end.
+  const bool soak = a.minutes > 0;
+  const int64_t repeats = soak ? std::numeric_limits<int64_t>::max() : a.rounds;
+  const double rss_start = rss_mb();
+  double rss_first_series = 0;
+  auto elapsed_min = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60.0;
+  };
   {
     quiet_logging quiet;
-    const auto n = static_cast<int64_t>(specs.size()) * a.rounds;
+    const auto n = soak ? int64_t{0} : static_cast<int64_t>(specs.size()) * a.rounds;
     for (auto& spec : specs)
       if (spec.max_restarts > base->cfg.supervision.max_restarts)
         std::fprintf(stderr,
@@ -611,17 +639,22 @@ int run_chaos_command(const chaos_args& a) {
                      static_cast<long long>(spec.max_restarts),
                      static_cast<long long>(base->cfg.supervision.max_restarts));
     int64_t i = 0;
-    for (int64_t rep = 0; rep < a.rounds && !interrupted; ++rep) {
+    for (int64_t rep = 0; rep < repeats && !interrupted; ++rep) {
+      if (soak && rep > 0 && elapsed_min() >= a.minutes) break;
+      if (rep == 1) rss_first_series = rss_mb();
       for (auto& spec : specs) {
-        const auto name = a.rounds > 1 ? spec.name + "-r" + std::to_string(rep) : spec.name;
+        const auto name = repeats > 1 ? spec.name + "-r" + std::to_string(rep) : spec.name;
         const auto dir = (fs::path(root) / "chaos" / name).string();
         auto r = run_round(a, spec, dir, base->cfg.runtime.seed + static_cast<uint64_t>(rep),
                            quiet.sink());
         r.name = name;
-        std::fprintf(stderr, "chaos [%s] %lld/%lld %-22s %s %5.1f s, %lld faults injected\n",
-                     mode.c_str(), static_cast<long long>(++i), static_cast<long long>(n),
-                     name.c_str(), r.ok() ? "ok    " : "FAILED", r.wall_s,
-                     static_cast<long long>(r.injected()));
+        // A soak's number of rounds is open: its progress shows the minutes instead.
+        ++i;
+        const auto at = soak ? fmt::format("{} ({:.1f} of {:g} min)", i, elapsed_min(), a.minutes)
+                             : fmt::format("{}/{}", i, n);
+        std::fprintf(stderr, "chaos [%s] %s %-22s %s %5.1f s, %lld faults injected, rss %.0f MiB\n",
+                     mode.c_str(), at.c_str(), name.c_str(), r.ok() ? "ok    " : "FAILED", r.wall_s,
+                     static_cast<long long>(r.injected()), rss_mb());
         interrupted = r.interrupted;
         rounds.push_back(std::move(r));
         if (interrupted) break;
@@ -647,6 +680,19 @@ int run_chaos_command(const chaos_args& a) {
     per_round.push_back(to_json(r));
   }
   ok = ok && lost == 0 && duplicated == 0;
+  const double rss_end = rss_mb();
+  if (soak) {
+    // Only a soak that ran a second series can compare against the first one's end.
+    const double base = rss_first_series > 0 ? rss_first_series : rss_start;
+    const bool bounded = rss_end - base <= a.max_rss_growth_mb;
+    total["rss_mb_after_first_series"] = rss_first_series;
+    total["rss_growth_mb"] = rss_end - base;
+    total["max_rss_growth_mb"] = a.max_rss_growth_mb;
+    total["rss_bounded"] = bounded;
+    ok = ok && bounded;
+  }
+  total["rss_mb_start"] = rss_start;
+  total["rss_mb_end"] = rss_end;
   total["injected"] = injected;
   total["recovered"] = recovered;
   total["groups_lost"] = lost;

@@ -18,6 +18,10 @@ struct chaos_args {
   std::string config_path;             // --config FILE
   std::vector<std::string> overrides;  // key=value, applied to every round
   int64_t rounds = 1;                  // --rounds N: the series N times, runtime.seed + i
+  double minutes = 0;                  // --minutes M: a soak: repeat the series until M minutes
+                                       // have passed (no new round after), whatever --rounds says
+  double max_rss_growth_mb = 256;      // with --minutes: fail when the resident memory at the
+                                       // end exceeds the one after the first series by more
 };
 
 /// Runs the series; returns 0 when every round passed and no group was lost or duplicated,

@@ -42,10 +42,12 @@ struct config_args {
 struct cli_args {
   config_args sft, train, simulate, data, config, chaos;
   int64_t chaos_rounds = 1;  // chaos --rounds
-  bool per_step = false;     // simulate --per-step
-  std::string data_out;      // data --out
-  std::string resume_dir;    // train --resume
-  config_query query;        // config --describe / --get
+  double chaos_minutes = 0;  // chaos --minutes
+  double chaos_rss_growth_mb = 256;
+  bool per_step = false;   // simulate --per-step
+  std::string data_out;    // data --out
+  std::string resume_dir;  // train --resume
+  config_query query;      // config --describe / --get
   eval_command eval;
   generate_command generate;
   score_command score;
@@ -138,6 +140,13 @@ void add_run_commands(CLI::App& app, cli_args& a) {
       ->add_option("--rounds", a.chaos_rounds,
                    "repeat the whole series this many times, runtime.seed + 0, 1, ...")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  a.chaos_cmd->add_option("--minutes", a.chaos_minutes,
+                          "a soak: repeat the series until this many minutes have passed");
+  a.chaos_cmd
+      ->add_option("--max-rss-growth-mb", a.chaos_rss_growth_mb,
+                   "with --minutes: the resident memory may grow at most this much from the end "
+                   "of the first series to the end")
       ->capture_default_str();
 
   a.simulate_cmd = app.add_subcommand(
@@ -245,7 +254,8 @@ int dispatch(const cli_args& a) {
   if (a.worker_cmd->parsed()) return run_worker_command(a.worker);
   if (a.repl_cmd->parsed()) return run_repl_command(a.repl);
   if (a.chaos_cmd->parsed())
-    return run_chaos_command({a.chaos.path, a.chaos.overrides, a.chaos_rounds});
+    return run_chaos_command(
+        {a.chaos.path, a.chaos.overrides, a.chaos_rounds, a.chaos_minutes, a.chaos_rss_growth_mb});
   if (a.eval_cmd->parsed()) return quietly(run_eval_command, a.eval);
   if (a.generate_cmd->parsed()) return quietly(run_generate_command, a.generate);
   if (a.score_cmd->parsed()) return quietly(run_score_command, a.score);
