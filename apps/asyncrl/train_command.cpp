@@ -192,13 +192,14 @@ std::vector<std::string> live_keys_of(const run_config& cfg) {
   return keys;
 }
 
-// --resume: the live settings in force at the checkpoint (changed from the console) become the
-// resumed run's, except a key the resume's command line sets. Null when none differ.
+// --resume: the live settings in force at the checkpoint (`saved`, changed from the console)
+// become the resumed run's, except a key the resume's command line sets. Null when none differ.
 std::unique_ptr<loaded_config> restore_live_settings(const loaded_config& lc,
+                                                     const loaded_config& saved,
                                                      const resume_point& p) {
   std::vector<std::string> kept;
   const auto keys = live_keys_of(lc.cfg);
-  const auto restore = live_values_to_restore(*saved_config(p), lc, keys, &kept);
+  const auto restore = live_values_to_restore(saved, lc, keys, &kept);
   for (const auto& k : kept)
     spdlog::warn("train: resume keeps {} from the command line", k);
   if (restore.empty()) return nullptr;
@@ -212,14 +213,20 @@ std::unique_ptr<loaded_config> restore_live_settings(const loaded_config& lc,
 
 // --resume: the checkpoint to continue from, refused when the config changed a key that would
 // make it another run.
-void check_resume(const loaded_config& lc, const resume_point& p) {
-  if (auto why = resume_conflict(*saved_config(p), lc, live_keys_of(lc.cfg)); !why.empty())
+void check_resume(const loaded_config& lc, const loaded_config& saved, const resume_point& p) {
+  if (auto why = resume_conflict(saved, lc, live_keys_of(lc.cfg)); !why.empty())
     throw config_error("cannot resume from " + p.path + ": " + why);
   if (lc.cfg.trainer.total_steps <= p.run.step)
     throw config_error("cannot resume from " + p.path + ": it is at step " +
                        std::to_string(p.run.step) + ", and trainer.total_steps is " +
                        std::to_string(lc.cfg.trainer.total_steps) + "; raise it to continue");
   spdlog::info("train: resuming from {} (step {})", p.path, p.run.step);
+}
+
+// Where a run's checkpoints go: checkpoint.dir, or <run_dir>/checkpoints.
+std::string checkpoint_dir_of(const run_config& cfg) {
+  return cfg.checkpoint.dir.empty() ? (fs::path(cfg.runtime.run_dir) / "checkpoints").string()
+                                    : cfg.checkpoint.dir;
 }
 
 // Space for checkpoint.keep + 1 checkpoints (a new one is written before the oldest goes) and
@@ -255,15 +262,13 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
 train_report run_training(const loaded_config& given, const train_options& opt) {
   // A resume reads its checkpoint first: the live settings it restores shape everything else.
   std::optional<resume_point> from;
-  std::unique_ptr<loaded_config> restored;
+  std::unique_ptr<loaded_config> saved, restored;
   if (!opt.resume_dir.empty()) {
-    const auto& gc = given.cfg;
-    const auto dir = gc.checkpoint.dir.empty()
-                         ? (fs::path(gc.runtime.run_dir) / "checkpoints").string()
-                         : gc.checkpoint.dir;
+    const auto dir = checkpoint_dir_of(given.cfg);
     from = latest_checkpoint(dir);
     if (!from) throw std::runtime_error("cannot resume: no usable checkpoint in " + dir);
-    restored = restore_live_settings(given, *from);
+    saved = saved_config(*from);
+    restored = restore_live_settings(given, *saved, *from);
   }
   const loaded_config& lc = restored ? *restored : given;
   const auto& cfg = lc.cfg;
@@ -273,11 +278,9 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
       run.data, *policy.tokenizer,
       make_prompt_format(*policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt), cfg,
       policy.config);
-  train_paths paths{run.dir, cfg.checkpoint.dir.empty()
-                                 ? (fs::path(run.dir) / "checkpoints").string()
-                                 : cfg.checkpoint.dir};
+  train_paths paths{run.dir, checkpoint_dir_of(cfg)};  // run.dir is runtime.run_dir
   check_free_space(run.dir, disk_needed(cfg, policy.config.num_parameters()));
-  if (from) check_resume(lc, *from);
+  if (from) check_resume(lc, *saved, *from);
   spdlog::info("train: mode {}, {} prompts x {} responses per step, {} steps, model {} ({} params)",
                to_string(cfg.async_training.mode), cfg.data.train_batch_size, cfg.rollout.n,
                cfg.trainer.total_steps, model_source(cfg), policy.config.num_parameters());

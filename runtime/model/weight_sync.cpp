@@ -62,35 +62,28 @@ weight_snapshot snapshot_weights(const CausalLMImpl& model, int64_t version, wei
   for (auto& [name, p] : params)
     total += p.numel();
   at::NoGradGuard ng;
+  std::shared_ptr<weight_blob> blob;
   if (place == snapshot_place::device) {
-    // One allocation and one copy kernel per tensor, all on the model's device.
+    // One allocation on the model's device, then one copy kernel per tensor (below).
     auto device = params.empty() ? at::Device(at::kCPU) : params.front().second.device();
-    auto blob =
-        device_blob(at::empty({total}, at::TensorOptions().dtype(st).device(device)), dtype);
-    int64_t off = 0;
-    for (auto& [name, p] : params) {
-      blob->names.push_back(name);
-      blob->shapes.emplace_back(p.sizes().begin(), p.sizes().end());
-      blob->device->flat.narrow(0, off, p.numel()).view(p.sizes()).copy_(p.detach());
-      off += p.numel();
-    }
-    return {version, std::move(blob)};
+    blob = device_blob(at::empty({total}, at::TensorOptions().dtype(st).device(device)), dtype);
+  } else {
+    blob = std::make_shared<weight_blob>();
+    blob->dtype = dtype;
+    blob->resize(total);
   }
-  auto blob = std::make_shared<weight_blob>();
-  blob->dtype = dtype;
-  blob->resize(total);
   int64_t off = 0;
   for (auto& [name, p] : params) {
     blob->names.push_back(name);
     blob->shapes.emplace_back(p.sizes().begin(), p.sizes().end());
-    if (p.device().is_cpu() && p.scalar_type() == st && p.is_contiguous()) {
+    if (!blob->on_device() && p.device().is_cpu() && p.scalar_type() == st && p.is_contiguous()) {
       // One memcpy on this thread: the buffer's pages are new, and copy_'s OpenMP team would
       // fault them in from several threads at once (contending on the page tables) and wait
       // for its slowest thread, which on a busy machine is one another process preempted.
       std::memcpy(blob->data.data() + static_cast<size_t>(off) * element_size(dtype), p.data_ptr(),
                   static_cast<size_t>(p.numel()) * element_size(dtype));
     } else {
-      view_of(*blob, off, p.sizes()).copy_(p.detach());  // converts device and dtype
+      tensor_of(*blob, off, p.sizes()).copy_(p.detach());  // converts device and dtype
     }
     off += p.numel();
   }
