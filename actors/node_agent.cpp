@@ -72,6 +72,7 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
     auto& st = self->state;
     if (dm.source == caf::actor_cast<caf::actor_addr>(st.args.controller)) {
       spdlog::warn("worker: lost the controller: {}", self->system().render(dm.reason));
+      st.args.lost->store(true);
       for (auto& r : st.rollouters)
         self->send_exit(r, caf::exit_reason::user_shutdown);
       self->quit(dm.reason);
@@ -88,8 +89,15 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
       self->quit();
     }
   });
-  // Asked to leave (a signal to the worker process): the rollouters go with the agent.
+  // Asked to leave: by a signal to the worker process, or by the controller, which dropped this
+  // node (it missed a deadline; its rollouters are already fenced there). The rollouters go with
+  // the agent.
   self->set_exit_handler([self](caf::exit_msg& em) {
+    if (em.source == caf::actor_cast<caf::actor_addr>(self->state.args.controller)) {
+      spdlog::warn("worker: the controller dropped this node: {}",
+                   self->system().render(em.reason));
+      self->state.args.lost->store(true);
+    }
     for (auto& r : self->state.rollouters)
       self->send_exit(r, em.reason);
     self->quit(em.reason);

@@ -5,11 +5,15 @@
 // version in checksummed chunks (runtime/cluster/weight_chunks.hpp), launches the process's
 // rollouters under the first complete version and loads every later one into all of them from
 // one shared copy. Nothing is loaded before all of a version arrived and its digest matched.
-// It quits when the controller's node is gone or the run is over; the process then exits.
+// It quits when the controller's node is gone, when the controller drops it (a missed deadline:
+// its rollouters are fenced), or when the run is over. The first two set `lost`, so that the
+// worker process can rejoin as a new node (apps/asyncrl/worker_command.cpp).
 
 #include <caf/actor_system.hpp>
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "actors/env.hpp"
@@ -27,6 +31,10 @@ struct node_agent_args {
   /// Builds the environment from the run's resolved config (the app's local overrides apply).
   /// Throws on a config this node cannot run.
   std::function<env_ptr(const std::string& config_yaml)> make_env;
+  /// Set (before the agent quits) when the controller was lost or dropped this node, as
+  /// opposed to the run ending, a refused join, or a signal. Read by the process after the
+  /// agent's down message.
+  std::shared_ptr<std::atomic<bool>> lost = std::make_shared<std::atomic<bool>>(false);
 };
 
 node_agent_actor spawn_node_agent(caf::actor_system& sys, node_agent_args args);

@@ -83,10 +83,11 @@ using sync_ptr = synchronizer_actor::stateful_pointer<sync_state>;
 
 void start_sync(sync_ptr self, pending_publish job);
 void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run);
-void next_phase(sync_ptr self, const std::shared_ptr<sync_run>& run);
+void next_phase(sync_ptr self, std::shared_ptr<sync_run> run);
 void idle_again(sync_ptr self);
 
-void finish(sync_ptr self, const std::shared_ptr<sync_run>& run, bool ok, const std::string& why) {
+// `run` by value, as in next_phase: the caller's handle may be st.running, which this resets.
+void finish(sync_ptr self, std::shared_ptr<sync_run> run, bool ok, const std::string& why) {
   auto& st = self->state;
   run->phase = sync_phase::done;
   st.running.reset();
@@ -144,7 +145,7 @@ void drop_node(sync_ptr self, const caf::actor_addr& addr, const std::string& wh
 }
 
 // Called after every answer: moves to the next phase once nobody is left to answer.
-void next_phase(sync_ptr self, const std::shared_ptr<sync_run>& run) {
+void next_phase(sync_ptr self, std::shared_ptr<sync_run> run) {
   if (run->failed || run->phase == sync_phase::done || !run->workers.empty() || !run->nodes.empty())
     return;
   auto& st = self->state;
@@ -464,7 +465,8 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
           st.members.erase(it);
           if (st.running) st.running->workers.erase(w);
         }
-        if (st.running) next_phase(self, st.running);
+        // A copy: next_phase may finish the sync, and finish() resets st.running.
+        if (auto run = st.running) next_phase(self, run);
       },
       [self](retry_atom) {
         auto& st = self->state;

@@ -85,7 +85,12 @@ void finish_stop(trainer_ptr self) {
   auto& st = self->state;
   if (!st.stop.ready(st.delivered)) return;
   auto c = st.counts;
+  // Delivered but never consumed into a step (they arrived after the stop, or after an
+  // interrupt ended the training): received from the queue, and held. `received` counts a group
+  // when a step consumes it, so these are added here, or queue.delivered == trainer.received
+  // would not hold for an interrupted run.
   c.held = static_cast<int64_t>(st.buffer.size());
+  c.received += c.held;
   // Groups consumed into a step that never ran are neither trained nor dropped.
   c.held += st.groups_in_step;
   c.trained -= std::min<int64_t>(c.trained, st.groups_in_step - st.acc.filtered);
@@ -253,7 +258,8 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
   c.counts.received -= st.groups_in_step;
   c.counts.trained -= st.groups_in_step - st.acc.filtered;
   c.counts.filtered -= st.acc.filtered;
-  c.counts.received -= static_cast<int64_t>(st.buffer.size());  // they go back to the queue
+  // The buffered groups go back to the queue (c.held); `received` never counted them, since a
+  // group counts when a step consumes it.
   c.counts.held = 0;
   c.counts.version = st.pt->version();
   c.held.assign(st.buffer.begin(), st.buffer.end());

@@ -108,6 +108,8 @@ rollouter_actor fake_rollouter(test::coordinated_system& cs, log_ptr log, std::s
 struct agent_ctl {
   bool hold_stage = false;  // keep every stage reply: the test releases them, or never does
   bool fail_load = false;   // answer load with an error
+  bool hold_load = false;   // never answer a load (its node is lost before it would)
+  std::vector<caf::typed_response_promise<int64_t>> held_loads;
   std::vector<caf::actor> launched;  // what launch answers
   // Unanswered chunks (index, promise), oldest first; release_atom answers the front one.
   std::vector<std::pair<int32_t, caf::typed_response_promise<int64_t>>> held;
@@ -166,6 +168,10 @@ node_agent_actor fake_agent(test::coordinated_system& cs, log_ptr log, ctl_ptr c
               log->events.push_back("agent load v" + std::to_string(v));
               if (ctl->fail_load)
                 return caf::make_error(caf::sec::runtime_error, "fake agent: load refused");
+              if (ctl->hold_load) {
+                ctl->held_loads.push_back(self->make_response_promise<int64_t>());
+                return ctl->held_loads.back();
+              }
               if (!ctl->staged.count(v))
                 return caf::make_error(caf::sec::invalid_argument, "load: v not staged");
               return v;
@@ -619,6 +625,74 @@ TEST(SynchronizerNodes, LeaveOfANodesLastWorkerMidSyncSkipsTheNode) {
     cs.sched().run();
   EXPECT_TRUE(log->lost.empty());
   EXPECT_TRUE(log->failures.empty());
+}
+
+TEST(SynchronizerNodes, LeaveOfANodeWaitingOnItsLoadCompletesTheSync) {
+  // The segfault of a SIGKILLed or cut-off worker (cluster_kill, the partition tests): the sync
+  // waits only for the node's load when the node leaves. The leave completed the sync from
+  // inside next_phase, and finish() reset the running attempt that next_phase held by reference
+  // (a null dereference). Fails if: the synchronizer crashes; the sync does not complete for the
+  // local rollouter without a deadline; the local rollouter is not resumed.
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env();
+  auto local = fake_rollouter(cs, log, "local");
+  auto remote = fake_rollouter(cs, log, "remote");
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
+  log->events.clear();
+  ctl->hold_load = true;
+
+  auto report = publish(cs, sync, make_weights(1, 2.f));
+  cs.sched().run();
+  ASSERT_FALSE(report->has_value());
+  ASSERT_EQ(count(log, "local load v1"), 1u);
+  ASSERT_EQ(count(log, "agent load v1"), 1u);  // held: the sync waits for the node alone
+
+  caf::anon_send(sync, leave_atom::value, std::vector<int32_t>{1});
+  cs.sched().run();
+  ASSERT_TRUE(report->has_value()) << "the sync still waits for the departed node";
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ((*report)->workers, 1);
+  EXPECT_EQ(suffixes(log, "local resume "), suffixes(log, "local pause "));
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+  EXPECT_TRUE(log->failures.empty()) << log->failures.front();
+}
+
+TEST(SynchronizerNodes, LeaveOfTheOnlyNodeMidStageCompletesTheSyncWithNobody) {
+  // Every rollouter is remote on one node, and the node is partitioned away while its chunks
+  // are unacknowledged (the controller cut from every worker). Fails if: the synchronizer
+  // crashes (the same reset-under-reference as above, reached through the stage phase with no
+  // member left to pause); the sync waits for a deadline; it reports a failure instead of a
+  // version that no rollouter holds yet (the rejoining workers get it at their join).
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = cluster_env();
+  auto remote = fake_rollouter(cs, log, "remote");
+  auto ctl = std::make_shared<agent_ctl>();
+  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto agent = fake_agent(cs, log, ctl);
+  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {});
+  ASSERT_TRUE(join_now(cs, sync, agent, 0, 1));
+  log->events.clear();
+  ctl->hold_stage = true;
+
+  auto report = publish(cs, sync, make_weights(1, 2.f));
+  cs.sched().run();
+  ASSERT_FALSE(report->has_value());
+  ASSERT_GE(count(log, "agent stage v1"), 1u);
+
+  caf::anon_send(sync, leave_atom::value, std::vector<int32_t>{0});
+  cs.sched().run();
+  ASSERT_TRUE(report->has_value()) << "the sync still waits for the departed node";
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ((*report)->workers, 0);
+  EXPECT_EQ(count(log, "remote pause"), 0u);
+  EXPECT_EQ(log->synced, std::vector<int64_t>{1});
+  EXPECT_TRUE(log->failures.empty()) << log->failures.front();
 }
 
 }  // namespace

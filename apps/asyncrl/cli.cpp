@@ -110,6 +110,12 @@ void add_run_commands(CLI::App& app, cli_args& a) {
                            "DIR with ca.pem, node.pem, node.key (scripts/make-certs.sh)");
   a.worker_cmd->add_option("--secret-file", a.worker.secret_file,
                            "a run without TLS: its RUN_DIR/run.secret (or set ASYNCRL_RUN_SECRET)");
+  a.worker_cmd
+      ->add_option("--rejoin-s", a.worker.rejoin_s,
+                   "after losing the controller (a partition, a missed deadline), try to join "
+                   "again as a new node for this many seconds; 0 = exit at once")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   a.worker_cmd->add_option("overrides", a.worker.overrides,
                            "this machine's settings: runtime.device=..., rollout.threads=..., "
                            "cluster.tls.*=...");

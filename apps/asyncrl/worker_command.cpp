@@ -5,7 +5,10 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "actors/env.hpp"
@@ -51,6 +54,30 @@ std::string hostname() {
   return buf;
 }
 
+// Tries to reach the controller again, once a second, for `window_s` seconds; an invalid handle
+// when it could not (or a signal came). A controller that still holds the old connection
+// refuses the new one until its heartbeat timeout drops it, so early tries may fail.
+caf::actor rejoin(caf::actor_system& sys, const std::pair<std::string, uint16_t>& where,
+                  const cluster_section& cluster, int64_t window_s,
+                  const std::atomic<bool>& interrupted) {
+  using clock = std::chrono::steady_clock;
+  const auto until = clock::now() + std::chrono::seconds(window_s);
+  for (int attempt = 1; !interrupted && clock::now() < until; ++attempt) {
+    const auto next = clock::now() + std::chrono::seconds(1);
+    try {
+      return connect_controller(sys, where.first, where.second, cluster);
+    } catch (const std::exception& e) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::seconds>(until - clock::now()).count();
+      spdlog::warn("worker: rejoin attempt {} failed ({} s left): {}", attempt,
+                   std::max<int64_t>(0, left), e.what());
+    }
+    while (!interrupted && clock::now() < next)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return {};
+}
+
 }  // namespace
 
 int run_worker_command(const worker_options& opt) {
@@ -85,19 +112,10 @@ int run_worker_command(const worker_options& opt) {
   sys_cfg.set("scheduler.policy", caf::atom("sharing"));
   configure_network(sys_cfg, cluster);
   caf::actor_system sys{sys_cfg};
-  auto ctrl = connect_controller(sys, where.first, where.second, cluster);
-  spdlog::info("worker: connected to {}{}", opt.connect, cluster.tls.enabled() ? " (TLS)" : "");
-
-  node_agent_args na;
-  na.controller = caf::actor_cast<controller_actor>(ctrl);
-  na.rollouters = opt.rollouters;
-  na.host = hostname();
-  na.pid = static_cast<int32_t>(getpid());
-  na.timeout = std::chrono::milliseconds(cluster.request_timeout_ms);
-  na.secret = read_run_secret(opt.secret_file, "");
+  const auto secret = read_run_secret(opt.secret_file, "");
   // The CPUs this process may use (taskset, cgroups), not every CPU of the machine.
   const int cores = std::max(1, static_cast<int>(allowed_cpus().size()));
-  na.make_env = [overrides, n = opt.rollouters, cores](const std::string& yaml) {
+  auto env_for = [overrides, n = opt.rollouters, cores](const std::string& yaml) {
     auto run = load_config_text(yaml, "the controller's config", overrides);
     auto cfg = run->cfg;
     // This process's rollouters share its cores (unless rollout.threads says otherwise).
@@ -109,23 +127,64 @@ int run_worker_command(const worker_options& opt) {
     return make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true,
                     /*has_trainer=*/false);
   };
-  auto agent = spawn_node_agent(sys, std::move(na));
-  // SIGINT/SIGTERM: leave the run; the controller regenerates what our rollouters held.
-  interrupt_watch signals([agent](int) {
-    caf::anon_send(caf::actor_cast<caf::actor>(agent),
-                   caf::exit_msg{caf::actor_addr{},
-                                 caf::make_error(caf::sec::runtime_error, "worker interrupted")});
+
+  // SIGINT/SIGTERM: leave the run (the controller regenerates what our rollouters held), and
+  // never rejoin. The watcher thread and this one share the current agent.
+  std::mutex agent_mu;
+  caf::actor current_agent;
+  std::atomic<bool> interrupted{false};
+  interrupt_watch signals([&](int) {
+    interrupted = true;
+    std::lock_guard<std::mutex> lock(agent_mu);
+    if (current_agent)
+      caf::anon_send(current_agent,
+                     caf::exit_msg{caf::actor_addr{},
+                                   caf::make_error(caf::sec::runtime_error, "worker interrupted")});
   });
-  caf::scoped_actor self{sys};
-  self->monitor(agent);
-  int code = 0;
-  self->receive([&](caf::down_msg& dm) {
-    if (dm.reason) {
-      std::cerr << "worker: stopped: " << sys.render(dm.reason) << std::endl;
-      code = 1;
+
+  // The first connection fails at once (a wrong address is a usage error); after a loss, the
+  // worker tries again for --rejoin-s seconds, once a second. A node the controller dropped (a
+  // missed deadline, a partition) joins again as a new node: new rollouter ids, a new
+  // incarnation, the current weights; its old incarnations stay fenced.
+  caf::actor ctrl = connect_controller(sys, where.first, where.second, cluster);
+  spdlog::info("worker: connected to {}{}", opt.connect, cluster.tls.enabled() ? " (TLS)" : "");
+  for (int joins = 0;; ++joins) {
+    node_agent_args na;
+    na.controller = caf::actor_cast<controller_actor>(ctrl);
+    na.rollouters = opt.rollouters;
+    na.host = hostname();
+    na.pid = static_cast<int32_t>(getpid());
+    na.timeout = std::chrono::milliseconds(cluster.request_timeout_ms);
+    na.secret = secret;
+    na.make_env = env_for;
+    auto lost = na.lost;
+    auto agent = spawn_node_agent(sys, std::move(na));
+    {
+      std::lock_guard<std::mutex> lock(agent_mu);
+      current_agent = caf::actor_cast<caf::actor>(agent);
     }
-  });
-  return code;
+    if (interrupted)  // a signal between two joins: the new agent leaves at once
+      caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+    caf::error reason;
+    {
+      caf::scoped_actor self{sys};
+      self->monitor(agent);
+      self->receive([&](caf::down_msg& dm) { reason = std::move(dm.reason); });
+    }
+    if (!lost->load() || interrupted || opt.rejoin_s <= 0) {
+      if (!reason) return 0;
+      std::cerr << "worker: stopped: " << sys.render(reason) << std::endl;
+      return 1;
+    }
+    ctrl = rejoin(sys, where, cluster, opt.rejoin_s, interrupted);
+    if (!ctrl) {
+      std::cerr << "worker: could not rejoin the controller at " << opt.connect << " within "
+                << opt.rejoin_s << " s (--rejoin-s)" << std::endl;
+      return 1;
+    }
+    spdlog::info("worker: reconnected to {} (rejoin {}); joining as a new node", opt.connect,
+                 joins + 1);
+  }
 }
 
 }  // namespace asyncrl
