@@ -5,12 +5,12 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "actors/controller_state.hpp"
 #include "actors/run_checkpoint.hpp"
 #include "runtime/checkpoint/checkpoint_file.hpp"
+#include "runtime/common/atomic_file.hpp"
 
 namespace asyncrl {
 
@@ -28,13 +28,7 @@ void trim_metrics(const std::string& path, int64_t last_step) {
       kept += line + "\n";
   }
   in.close();
-  const auto tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    if (!out) throw std::runtime_error(tmp + ": cannot write");
-  }
-  std::filesystem::rename(tmp, path);
+  write_file_atomically(path, kept);
 }
 
 prompt_task task_of(const scored_group& g) {
@@ -349,8 +343,13 @@ void write_ledger(ctrl_ptr self) {
                    {"dropped", sorted(st.ledger.dropped_seqs())},
                    {"in_flight", sorted(in_flight)},
                    {"next_seq", st.next_seq}};
-  std::ofstream out(st.args.run_dir + "/ledger.json", std::ios::trunc);
-  out << j.dump() << "\n";
+  // Atomic: a full disk leaves the previous ledger, never a truncated one. The ledger is a
+  // report (the checkpoint holds its own copy), so a failed write is logged, not fatal.
+  try {
+    write_file_atomically(st.args.run_dir + "/ledger.json", j.dump() + "\n");
+  } catch (const std::exception& e) {
+    spdlog::error("ledger: {}", e.what());
+  }
 }
 
 }  // namespace asyncrl

@@ -361,8 +361,46 @@ INSTANTIATE_TEST_SUITE_P(
                       fault_case{"NOSCORE", scorer_outcome::malformed, "no score"},
                       fault_case{"NAN", scorer_outcome::malformed, "not finite"},
                       fault_case{"STRSCORE", scorer_outcome::malformed, "not a number"},
-                      fault_case{"OVERSIZE", scorer_outcome::malformed, "over the cap"}),
+                      fault_case{"OVERSIZE", scorer_outcome::malformed, "over the cap"},
+                      fault_case{"FLOOD", scorer_outcome::malformed, "not msgpack"}),
     [](const auto& info) { return std::string(info.param.mode); });
+
+// VmRSS or VmHWM of this process, in bytes (0 if unreadable).
+uint64_t status_bytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string k;
+  uint64_t kb = 0;
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0 && std::sscanf(line.c_str() + key.size() + 1, "%lu", &kb) == 1)
+      return kb << 10;
+  return 0;
+}
+
+TEST(ExternalScorer, AFloodingScorerCostsAtMostAboutOneFrameOfMemory) {
+  // The scorer answers with 16 MiB frames (the cap) of garbage, without end. Catches: a reader
+  // that keeps reading (or buffering) past one frame: its peak would grow with the flood, far
+  // past the bound, or the call would never return; a frame cap that is not enforced. Peak RSS
+  // is this process's VmHWM, reset just before the call ("5" to /proc/self/clear_refs).
+  {
+    std::ofstream reset("/proc/self/clear_refs");
+    reset << "5";
+    reset.flush();
+    if (!reset) GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs)";
+  }
+  const uint64_t before = status_bytes("VmRSS");
+  ASSERT_GT(before, 0u);
+  external_scorer s(command({kPython, kFaulty}, 30));
+  const auto r = s.score(request(1, "FAULT:FLOOD", "1"));
+  const uint64_t peak = status_bytes("VmHWM");
+  EXPECT_EQ(r.outcome, scorer_outcome::malformed) << r.error;
+  EXPECT_EQ(s.pid(), -1);  // killed: the flood stops at its source
+  // One frame's buffer, plus what its decode may touch: two caps.
+  EXPECT_LT(peak - before, 2 * uint64_t{kMaxScorerFrameBytes})
+      << "peak RSS grew by " << ((peak - before) >> 20) << " MiB";
+  RecordProperty("peak_growth_kib", std::to_string((peak - before) >> 10));
+  EXPECT_TRUE(children_running(kFaulty).empty());
+}
 
 TEST(ExternalScorer, ANonexistentCommandIsUnavailableAndGivesUpWithoutSpinning) {
   // Catches: a start error that throws or is not named; retries without bound (start_failures

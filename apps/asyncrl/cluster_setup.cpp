@@ -5,7 +5,6 @@
 #include <caf/openssl/all.hpp>
 
 #include <chrono>
-#include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -13,6 +12,7 @@
 
 #include "messages/interfaces.hpp"
 #include "runtime/cluster/address.hpp"
+#include "runtime/common/atomic_file.hpp"
 
 namespace asyncrl {
 
@@ -43,14 +43,9 @@ uint16_t publish_controller(caf::actor_system& sys, const caf::actor& ctrl,
 
 void write_cluster_json(const std::string& run_dir, const std::string& host, uint16_t port,
                         bool tls) {
-  const auto path = run_dir + "/cluster.json";
-  const auto tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << nlohmann::json{{"host", host}, {"port", port}, {"tls", tls}}.dump() << "\n";
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-  }
-  std::rename(tmp.c_str(), path.c_str());  // a reader never sees half a file
+  // Atomic: a reader (a worker script, the console) never sees half a file.
+  write_file_atomically(run_dir + "/cluster.json",
+                        nlohmann::json{{"host", host}, {"port", port}, {"tls", tls}}.dump() + "\n");
 }
 
 caf::actor connect_controller(caf::actor_system& sys, const std::string& host, uint16_t port,

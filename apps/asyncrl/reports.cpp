@@ -1,6 +1,7 @@
 #include "apps/asyncrl/reports.hpp"
 
-#include <fstream>
+#include "runtime/common/atomic_file.hpp"
+
 #include <iostream>
 
 #include "apps/asyncrl/sft_command.hpp"
@@ -195,7 +196,7 @@ void print_line(const nlohmann::ordered_json& j) {
 }
 
 void write_summary(const std::string& path, const nlohmann::ordered_json& j) {
-  std::ofstream(path) << j.dump(2) << "\n";
+  write_file_atomically(path, j.dump(2) + "\n");
 }
 
 }  // namespace asyncrl

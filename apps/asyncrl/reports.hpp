@@ -62,7 +62,9 @@ nlohmann::ordered_json score_line(const std::vector<double>& logprobs);
 /// Prints `j` on one line of stdout and flushes.
 void print_line(const nlohmann::ordered_json& j);
 
-/// Writes `j` indented by 2, with a final newline: how run summaries are stored.
+/// Writes `j` indented by 2, with a final newline: how run summaries are stored. Atomic (a
+/// full disk leaves the old file, never a truncated one); throws std::runtime_error naming the
+/// file and the reason.
 void write_summary(const std::string& path, const nlohmann::ordered_json& j);
 
 }  // namespace asyncrl

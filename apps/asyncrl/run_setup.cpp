@@ -2,19 +2,24 @@
 
 #include <ATen/Parallel.h>
 #include <c10/core/Device.h>
+#include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
 #include <sys/statvfs.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
 
 #include "runtime/common/progress.hpp"
 #include "runtime/config/run_config.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/model_io.hpp"
 #include "runtime/task/task_data.hpp"
 
 namespace asyncrl {
@@ -75,6 +80,137 @@ void check_free_space(const std::string& dir, uint64_t need_bytes) {
                              std::to_string(free_bytes >> 20) + " MiB free; this run needs about " +
                              std::to_string(need_bytes >> 20) +
                              " MiB for checkpoint.keep + 1 checkpoints and the final model");
+}
+
+namespace {
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f %s", b, units[u]);
+  return buf;
+}
+
+// A number from a one-line file ("max" or unreadable: 0).
+uint64_t read_u64(const std::string& path) {
+  std::ifstream in(path);
+  std::string v;
+  if (!(in >> v) || v == "max") return 0;
+  try {
+    return std::stoull(v);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// What sizes the model, by the keys a user changes.
+std::string model_description(const run_config& cfg, const model_config& mc) {
+  char params[32];
+  std::snprintf(params, sizeof(params), "%.2f B", double(mc.num_parameters()) / 1e9);
+  const std::string dims = "hidden_size " + std::to_string(mc.hidden_size) +
+                           ", intermediate_size " + std::to_string(mc.intermediate_size) +
+                           ", num_hidden_layers " + std::to_string(mc.num_hidden_layers) +
+                           ", vocab_size " + std::to_string(mc.vocab_size);
+  const std::string where = cfg.model.path.empty() ? "model.init (" + dims + ")"
+                                                   : "model.path " + cfg.model.path +
+                                                         " (config.json: " + dims + ")";
+  return where + " has " + params + " parameters";
+}
+
+std::string model_advice(const run_config& cfg) {
+  return std::string(cfg.model.path.empty() ? "make the model smaller (model.init.hidden_size, "
+                                              "model.init.intermediate_size, "
+                                              "model.init.num_hidden_layers), "
+                                            : "choose a smaller model.path, ") +
+         "lower rollout.num_workers, use trainer.precision=bf16 and rollout.dtype=bf16, or a GPU "
+         "(runtime.device=cuda)";
+}
+
+}  // namespace
+
+uint64_t host_memory_available() {
+  uint64_t avail = 0;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") {
+      avail = kb << 10;
+      break;
+    }
+  // cgroup v2: the limit of this process's group, less what it already uses.
+  const auto limit = read_u64("/sys/fs/cgroup/memory.max");
+  const auto used = read_u64("/sys/fs/cgroup/memory.current");
+  if (limit > 0) {
+    const auto left = limit > used ? limit - used : 0;
+    if (avail == 0 || left < avail) avail = left;
+  }
+  return avail;
+}
+
+void check_model_fits(const run_config& cfg, const model_config& mc, uint64_t host_available,
+                      int64_t rollouters, bool with_trainer) {
+  if (host_available == 0) return;
+  const double p = static_cast<double>(mc.num_parameters());
+  // Lower bounds: weights, gradients and AdamW's two moments at the trainer's width (bf16 may
+  // keep float32 moments or master weights, which only adds); activations are not counted.
+  const double trainer_width = cfg.trainer.precision == train_precision::float64 ? 8
+                               : cfg.trainer.precision == train_precision::bf16  ? 2
+                                                                                  : 4;
+  const double rollout_width = cfg.rollout.dtype == rollout_dtype::bf16 ? 2 : 4;
+  const bool trainer_here = with_trainer && trainer_device(cfg.trainer, cfg.runtime) == "cpu";
+  const bool rollouts_here = rollout_device(cfg.rollout, cfg.runtime) == "cpu";
+  const bool own_here = cfg.runtime.device == "cpu";
+  const double trainer = trainer_here ? 4 * trainer_width * p : 0;
+  const double rollout = rollouts_here ? double(rollouters) * rollout_width * p : 0;
+  const double own = own_here ? 4 * p : 0;
+  const double need = trainer + rollout + own;
+  if (need <= static_cast<double>(host_available)) return;
+  std::string parts;
+  auto add = [&](double b, const std::string& what) {
+    if (b <= 0) return;
+    parts += (parts.empty() ? "" : ", ") + what + " " + bytes_text(b);
+  };
+  add(trainer, "the trainer (trainer.precision " + std::string(to_string(cfg.trainer.precision)) +
+                   ": weights, gradients, AdamW state)");
+  add(rollout, std::to_string(rollouters) + " rollouter(s) (rollout.num_workers, rollout.dtype " +
+                   std::string(to_string(cfg.rollout.dtype)) + ")");
+  add(own, "the run's own copy (runtime.device cpu)");
+  throw std::runtime_error("the model does not fit in host memory: " +
+                           model_description(cfg, mc) + "; they need at least " +
+                           bytes_text(need) + " (" + parts + "), and this machine has " +
+                           bytes_text(static_cast<double>(host_available)) +
+                           " available. To fit, " + model_advice(cfg));
+}
+
+void model_did_not_fit(const run_config& cfg, const model_config& mc, const std::string& why) {
+  throw std::runtime_error("the model does not fit: " + model_description(cfg, mc) +
+                           ", and allocating it failed (" + why + "). To fit, " +
+                           model_advice(cfg));
+}
+
+model_bundle load_fitting_policy(const run_config& cfg, c10::Device device, int64_t rollouters,
+                                 bool with_trainer) {
+  const auto mc = peek_model_config(cfg.model);
+  check_model_fits(cfg, mc, host_memory_available(), rollouters, with_trainer);
+  try {
+    return load_or_init_policy(cfg.model, cfg.runtime.seed, device);
+  } catch (const std::bad_alloc& e) {
+    model_did_not_fit(cfg, mc, e.what());
+  } catch (const c10::Error& e) {
+    // CPU: "DefaultCPUAllocator: can't allocate memory"; CUDA: "CUDA out of memory".
+    const std::string what = e.what_without_backtrace();
+    if (what.find("out of memory") == std::string::npos &&
+        what.find("can't allocate memory") == std::string::npos)
+      throw;
+    model_did_not_fit(cfg, mc, what.substr(0, what.find('\n')));
+  }
 }
 
 void check_device(const std::string& device, const std::string& key) {

@@ -6,6 +6,7 @@
 
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/task/task_data.hpp"
@@ -15,6 +16,8 @@ namespace asyncrl {
 struct loaded_config;
 struct run_config;
 struct runtime_section;
+struct model_config;
+struct model_bundle;
 
 /// What a run starts from.
 struct run_start {
@@ -40,6 +43,29 @@ std::string prepare_run_dir(const loaded_config& lc);
 /// Fails before any work when the run directory's file system has less than `need_bytes`
 /// free (checkpoints and the final model), naming the directory and both sizes.
 void check_free_space(const std::string& dir, uint64_t need_bytes);
+
+/// Host memory this process may still use: /proc/meminfo's MemAvailable, or less when a
+/// cgroup (v2) memory limit is closer. 0 when neither can be read (the check is then skipped).
+uint64_t host_memory_available();
+
+/// Fails before any weight is allocated when the least host memory the run's model needs (the
+/// trainer's weights, gradients and AdamW state; one copy per rollouter in this process; the
+/// run's own copy; each counted where its device is the CPU) exceeds `host_available`. The
+/// error names the model's size keys and the keys that change the need. `rollouters` is how
+/// many this process hosts; `with_trainer` false for a worker.
+void check_model_fits(const run_config& cfg, const model_config& mc, uint64_t host_available,
+                      int64_t rollouters, bool with_trainer = true);
+
+/// The same error, for an allocation that failed anyway (a GPU, or an estimate too low): `why`
+/// is the allocator's message.
+[[noreturn]] void model_did_not_fit(const run_config& cfg, const model_config& mc,
+                                    const std::string& why);
+
+/// load_or_init_policy after check_model_fits (against host_memory_available()): a model too
+/// large for this machine fails before any weight is allocated, and one whose allocation fails
+/// anyway (on a GPU, or past the estimate) fails naming the same keys.
+model_bundle load_fitting_policy(const run_config& cfg, c10::Device device, int64_t rollouters,
+                                 bool with_trainer = true);
 
 /// Checks a device string ("cpu", "cuda", "cuda:N") against what this libtorch can use;
 /// throws std::runtime_error naming `key` with advice when CUDA is asked for but missing.

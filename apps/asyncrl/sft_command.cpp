@@ -191,7 +191,7 @@ sft_report run_sft(const loaded_config& lc) {
   spdlog::info("sft: {} train / {} test examples from {}", run.data.train.size(),
                run.data.test.size(), run.data.train_source);
 
-  auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
+  auto policy = load_fitting_policy(cfg, run.device, /*rollouters=*/0);
   const auto& tok = *policy.tokenizer;
   const auto fmt = make_prompt_format(tok, cfg.data.chat_template, cfg.data.system_prompt);
   spdlog::info("sft: model {} ({} parameters, {} layers, hidden {}) on {}", model_source(cfg),

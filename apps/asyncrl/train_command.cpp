@@ -273,7 +273,7 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
   const loaded_config& lc = restored ? *restored : given;
   const auto& cfg = lc.cfg;
   auto run = start_run(lc);
-  auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, run.device);
+  auto policy = load_fitting_policy(cfg, run.device, cfg.rollout.num_workers, true);
   check_lengths(
       run.data, *policy.tokenizer,
       make_prompt_format(*policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt), cfg,
@@ -313,7 +313,12 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
     save_final_model(policy, result, run.data, cfg, run.dir, out);
 
   rep.summary = train_summary(result, out);
-  write_summary((fs::path(run.dir) / "summary.json").string(), rep.summary);
+  try {
+    write_summary((fs::path(run.dir) / "summary.json").string(), rep.summary);
+  } catch (const std::exception& e) {
+    // The summary still reaches stdout; the exit code says the run's record is incomplete.
+    rep.summary_error = e.what();
+  }
   rep.result = std::move(result);
   return rep;
 }
@@ -324,7 +329,10 @@ int run_train_command(const loaded_config& lc, const std::string& resume_dir) {
   auto rep = run_training(lc, opt);
   print_line(rep.summary);
   const auto& result = rep.result;
-  if (result.ok) return 0;
+  if (!rep.summary_error.empty())
+    std::cerr << "error: cannot write the run's summary: " << rep.summary_error
+              << " (the summary above is complete)" << std::endl;
+  if (result.ok) return rep.summary_error.empty() ? 0 : 1;
   if (result.status == run_status::stopped) {  // the console's stop: as asked, not a failure
     std::cerr << "stopped: " << result.error << "\nresume with: asyncrl train --resume "
               << rep.run_dir << std::endl;

@@ -29,6 +29,7 @@ struct train_report {
   nlohmann::ordered_json summary;  // what was written to <run_dir>/summary.json
   std::string run_dir;
   std::string checkpoint_dir;
+  std::string summary_error;  // why summary.json could not be written (a full disk); "" if it was
 };
 
 /// The whole run, up to writing summary.json; prints nothing on stdout. Throws on bad config,

@@ -15,6 +15,7 @@
 #include "actors/node_agent.hpp"
 #include "apps/asyncrl/cluster_setup.hpp"
 #include "apps/asyncrl/run_secret.hpp"
+#include "apps/asyncrl/run_setup.hpp"
 #include "apps/asyncrl/signals.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/address.hpp"
@@ -122,7 +123,7 @@ int run_worker_command(const worker_options& opt) {
     cfg.rollout.num_workers = n;
     if (cfg.rollout.threads == 0) cfg.rollout.threads = std::max(1, cores / n);
     // The architecture and tokenizer; the weights arrive from the controller.
-    auto policy = load_or_init_policy(cfg.model, cfg.runtime.seed, torch::Device(torch::kCPU));
+    auto policy = load_fitting_policy(cfg, torch::Device(torch::kCPU), n, /*with_trainer=*/false);
     // No trainer here: with runtime.affinity=roles the rollouters split every allowed CPU.
     return make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true,
                     /*has_trainer=*/false);

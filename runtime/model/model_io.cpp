@@ -81,6 +81,28 @@ void save_model_dir(const std::string& dir, CausalLMImpl& model, const tokenizer
   if (tok != nullptr) tok->save_dir(dir);
 }
 
+namespace {
+
+tokenizer_ptr init_tokenizer(const model_section& m) {
+  if (m.tokenizer.empty()) return std::make_shared<char_tokenizer>(char_tokenizer::builtin());
+  auto t = load_tokenizer_dir(m.tokenizer);
+  if (!t)
+    throw std::runtime_error(m.tokenizer + ": model.tokenizer has neither " + kHfTokenizerFile +
+                             " nor " + kTokenizerFile);
+  return t;
+}
+
+}  // namespace
+
+model_config peek_model_config(const model_section& m) {
+  if (!m.path.empty()) {
+    if (!fs::is_directory(m.path)) throw std::runtime_error(m.path + ": not a model directory");
+    return model_config::load((fs::path(m.path) / kConfigFile).string());
+  }
+  auto t = init_tokenizer(m);
+  return model_config::from_init(m.init, t->vocab_size(), t->bos_id(), t->eos_id());
+}
+
 model_bundle load_or_init_policy(const model_section& m, int64_t seed, torch::Device device) {
   if (!m.path.empty()) {
     auto b = load_model_dir(m.path, device);
@@ -88,13 +110,7 @@ model_bundle load_or_init_policy(const model_section& m, int64_t seed, torch::De
     return b;
   }
   model_bundle b;
-  b.tokenizer = std::make_shared<char_tokenizer>(char_tokenizer::builtin());
-  if (!m.tokenizer.empty()) {
-    b.tokenizer = load_tokenizer_dir(m.tokenizer);
-    if (!b.tokenizer)
-      throw std::runtime_error(m.tokenizer + ": model.tokenizer has neither " + kHfTokenizerFile +
-                               " nor " + kTokenizerFile);
-  }
+  b.tokenizer = init_tokenizer(m);
   b.config = model_config::from_init(m.init, b.tokenizer->vocab_size(), b.tokenizer->bos_id(),
                                      b.tokenizer->eos_id());
   b.model = init_causal_lm(b.config, m.init.init_std, static_cast<uint64_t>(seed), device);

@@ -45,6 +45,11 @@ void load_weights(CausalLMImpl& model, const safetensors_file& file);
 /// Writes config.json, model.safetensors (F32, HF names) and the tokenizer if given.
 void save_model_dir(const std::string& dir, CausalLMImpl& model, const tokenizer* tok);
 
+/// The architecture load_or_init_policy(m, ...) builds, read without allocating any weight:
+/// model.path's config.json, or model.init with its tokenizer's vocabulary. What a run checks
+/// against the memory it has before it allocates (apps/asyncrl/run_setup.cpp).
+model_config peek_model_config(const model_section& m);
+
 /// The starting policy of a run: model.path when set (its tokenizer, else the built-in one),
 /// else a fresh model from model.init with the built-in tokenizer, seeded by `seed`
 /// (runtime.seed).
