@@ -34,6 +34,10 @@ fi
 rm -rf "$WORK/src"
 mkdir -p "$WORK/src"
 tar -xzf "$ORIG" -C "$WORK/src" --strip-components=1
+# What Debian's patches do for gcc 11 and later: a header that uses std::numeric_limits
+# without including <limits> (installed, so our own sources compile against it too).
+sed -i 's|#pragma once|#pragma once\n#include <limits>|' \
+  "$WORK/src/libcaf_io/caf/io/network/receive_buffer.hpp"
 
 mkdir -p "$WORK/build"
 cd "$WORK/build"
