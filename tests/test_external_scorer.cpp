@@ -372,7 +372,8 @@ uint64_t status_bytes(const std::string& key) {
   uint64_t kb = 0;
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind(key + ":", 0) == 0 && std::sscanf(line.c_str() + key.size() + 1, "%lu", &kb) == 1)
+    if (line.rfind(key + ":", 0) == 0 &&
+        std::sscanf(line.c_str() + key.size() + 1, "%lu", &kb) == 1)
       return kb << 10;
   return 0;
 }

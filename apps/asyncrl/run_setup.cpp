@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <new>
 #include <fstream>
+#include <new>
 #include <stdexcept>
 #include <thread>
 
@@ -116,9 +116,9 @@ std::string model_description(const run_config& cfg, const model_config& mc) {
                            ", intermediate_size " + std::to_string(mc.intermediate_size) +
                            ", num_hidden_layers " + std::to_string(mc.num_hidden_layers) +
                            ", vocab_size " + std::to_string(mc.vocab_size);
-  const std::string where = cfg.model.path.empty() ? "model.init (" + dims + ")"
-                                                   : "model.path " + cfg.model.path +
-                                                         " (config.json: " + dims + ")";
+  const std::string where = cfg.model.path.empty()
+                                ? "model.init (" + dims + ")"
+                                : "model.path " + cfg.model.path + " (config.json: " + dims + ")";
   return where + " has " + params + " parameters";
 }
 
@@ -162,7 +162,7 @@ void check_model_fits(const run_config& cfg, const model_config& mc, uint64_t ho
   // keep float32 moments or master weights, which only adds); activations are not counted.
   const double trainer_width = cfg.trainer.precision == train_precision::float64 ? 8
                                : cfg.trainer.precision == train_precision::bf16  ? 2
-                                                                                  : 4;
+                                                                                 : 4;
   const double rollout_width = cfg.rollout.dtype == rollout_dtype::bf16 ? 2 : 4;
   const bool trainer_here = with_trainer && trainer_device(cfg.trainer, cfg.runtime) == "cpu";
   const bool rollouts_here = rollout_device(cfg.rollout, cfg.runtime) == "cpu";
@@ -182,11 +182,10 @@ void check_model_fits(const run_config& cfg, const model_config& mc, uint64_t ho
   add(rollout, std::to_string(rollouters) + " rollouter(s) (rollout.num_workers, rollout.dtype " +
                    std::string(to_string(cfg.rollout.dtype)) + ")");
   add(own, "the run's own copy (runtime.device cpu)");
-  throw std::runtime_error("the model does not fit in host memory: " +
-                           model_description(cfg, mc) + "; they need at least " +
-                           bytes_text(need) + " (" + parts + "), and this machine has " +
-                           bytes_text(static_cast<double>(host_available)) +
-                           " available. To fit, " + model_advice(cfg));
+  throw std::runtime_error(
+      "the model does not fit in host memory: " + model_description(cfg, mc) +
+      "; they need at least " + bytes_text(need) + " (" + parts + "), and this machine has " +
+      bytes_text(static_cast<double>(host_available)) + " available. To fit, " + model_advice(cfg));
 }
 
 void model_did_not_fit(const run_config& cfg, const model_config& mc, const std::string& why) {

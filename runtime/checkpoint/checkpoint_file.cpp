@@ -14,6 +14,8 @@
 #include <system_error>
 #include <utility>
 
+#include "runtime/common/atomic_file.hpp"
+
 namespace asyncrl {
 
 namespace fs = std::filesystem;
@@ -158,20 +160,6 @@ struct fd_guard {
   }
 };
 
-void write_all(int fd, const std::string& bytes, const std::string& path) {
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      io_fail(path, "write failed", errno);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-}
-
 // Makes the directory entries of `dir` (a rename, a new file) durable.
 void fsync_dir(const std::string& dir) {
   fd_guard d;
@@ -238,9 +226,9 @@ void write_checkpoint(const std::string& dir, const checkpoint_file& c, int64_t 
   if (f.fd < 0) io_fail(tmp, "cannot create temporary checkpoint file", errno);
   tmp = tmpl.data();
   try {
-    (void)::fchmod(f.fd, 0644);    // mkstemp's 0600 would hide checkpoints from other readers
-    write_all(f.fd, header, tmp);  // apart from the payload: no second copy of a large state
-    write_all(f.fd, payload, tmp);
+    (void)::fchmod(f.fd, 0644);       // mkstemp's 0600 would hide checkpoints from other readers
+    write_all_fd(f.fd, header, tmp);  // apart from the payload: no second copy of a large state
+    write_all_fd(f.fd, payload, tmp);
     if (::fsync(f.fd) != 0) io_fail(tmp, "fsync failed", errno);
     const int fd = f.fd;
     f.fd = -1;

@@ -19,6 +19,20 @@ namespace {
 
 }  // namespace
 
+void write_all_fd(int fd, const std::string& bytes, const std::string& path) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path, "write failed", errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   std::string tmpl = path + ".tmp-XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
@@ -26,22 +40,13 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   const int fd = ::mkstemp(name.data());
   if (fd < 0) fail(path, "cannot create a temporary file next to it", errno);
   const std::string tmp = name.data();
-  auto give_up = [&](const char* what, int err) {
+  (void)::fchmod(fd, 0644);  // mkstemp's 0600 would hide the report from other readers
+  try {
+    write_all_fd(fd, bytes, path);
+  } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    fail(path, what, err);
-  };
-  (void)::fchmod(fd, 0644);  // mkstemp's 0600 would hide the report from other readers
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      give_up("write failed", errno);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+    throw;
   }
   if (::close(fd) != 0) {
     const int err = errno;

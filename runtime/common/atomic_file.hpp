@@ -14,4 +14,8 @@ namespace asyncrl {
 /// the system's reason.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
+/// Writes all of `bytes` to `fd`, through short writes and EINTR; throws std::runtime_error
+/// "PATH: write failed: REASON" naming `path` (the file behind `fd`).
+void write_all_fd(int fd, const std::string& bytes, const std::string& path);
+
 }  // namespace asyncrl
