@@ -225,15 +225,18 @@ std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, int64_t R,
 // An upper bound on the restarts `f` causes in a run of T steps of B prompts x n responses, with
 // the rates of overrides_for. Injected crashes are the only restarts a chaos round expects.
 // Rollouter kills: one every `every` steps. Reward worker kills: one per `every` response uids;
-// a run generates at most 2 T B groups (fully_async generates ahead of training; regenerated
-// groups keep their uids, and each uid's crash fires once). Trainer crashes: one each.
+// a run generates T B groups that are trained, plus those generated ahead (fully_async) and
+// those dropped as too stale and replaced by new ones (regenerated groups keep their uids, and
+// each uid's crash fires once). 4 T B bounds them: 2 T B did not, in gsm8k_tiny_hf under ASan
+// (its slower steps dropped more stale groups: 18 kills against a bound of 17). Trainer
+// crashes: one each.
 int64_t restarts_needed(fault f, const run_config& cfg, bool all) {
   const int64_t T = cfg.trainer.total_steps, B = cfg.data.train_batch_size, n = cfg.rollout.n;
   switch (f) {
     case fault::rollouter_kill:
       return T / (all ? 3 : 1) + 1;
     case fault::reward_worker_kill:
-      return 2 * T * B * n / kill_every(T * B * n, all) + 1;
+      return 4 * T * B * n / kill_every(T * B * n, all) + 1;
     case fault::trainer_crash:
       return all ? 0 : 1;
     case fault::corrupt_checkpoint:
