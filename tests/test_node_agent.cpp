@@ -1,0 +1,99 @@
+// The node agent's account of why it quit, under CAF's test coordinator: a worker process
+// rejoins only when the agent says the controller was lost or dropped the node
+// (node_agent_args::lost; apps/asyncrl/worker_command.cpp). A wrong answer either way is a bug
+// a user sees: a worker that exits at every network blip, or one that rejoins a run that ended
+// or that a signal told it to leave.
+
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "actors/node_agent.hpp"
+#include "tests/actor_harness.hpp"
+#include "tests/role_fakes.hpp"
+
+using namespace asyncrl;
+
+namespace {
+
+struct agent_under_test {
+  caf::actor agent;
+  controller_actor controller;
+  std::shared_ptr<std::atomic<bool>> lost;
+  std::shared_ptr<bool> quit = std::make_shared<bool>(false);
+};
+
+// An agent joined to a fake controller (which answers the join with an empty config; the
+// environment comes from tiny_env), and a watcher that records its exit.
+agent_under_test joined_agent(test::coordinated_system& cs) {
+  agent_under_test a;
+  a.controller = test::fake_controller(cs, {});
+  node_agent_args args;
+  args.controller = a.controller;
+  args.host = "test";
+  args.make_env = [](const std::string&) { return test::tiny_env({}); };
+  a.lost = args.lost;
+  a.agent = caf::actor_cast<caf::actor>(spawn_node_agent(cs.sys(), std::move(args)));
+  cs.track(a.agent);
+  auto quit = a.quit;
+  cs.track(cs.sys().spawn([quit, agent = a.agent](caf::event_based_actor* self) {
+    self->monitor(agent);
+    self->set_down_handler([quit](caf::down_msg&) { *quit = true; });
+    return caf::behavior{[](int) {}};
+  }));
+  cs.sched().run();
+  return a;
+}
+
+TEST(NodeAgent, DroppedByTheControllerItQuitsAsLost) {
+  // The controller's on_remote_lost sends the agent an exit (a missed deadline, the link still
+  // up). Fails if: the agent does not quit, or does not say lost (the worker would exit instead
+  // of rejoining).
+  test::coordinated_system cs;
+  auto a = joined_agent(cs);
+  caf::anon_send(a.agent, caf::exit_msg{caf::actor_cast<caf::actor_addr>(a.controller),
+                                        caf::exit_reason::user_shutdown});
+  cs.sched().run();
+  EXPECT_TRUE(*a.quit);
+  EXPECT_TRUE(a.lost->load());
+}
+
+TEST(NodeAgent, TheControllerGoneItQuitsAsLost) {
+  // The controller's node is gone (a heartbeat timeout arrives as its down message). Fails if
+  // the agent outlives it, or quits without saying lost.
+  test::coordinated_system cs;
+  auto a = joined_agent(cs);
+  caf::anon_send_exit(a.controller, caf::exit_reason::kill);
+  cs.sched().run();
+  EXPECT_TRUE(*a.quit);
+  EXPECT_TRUE(a.lost->load());
+}
+
+TEST(NodeAgent, ASignalOrTheRunsEndIsNotALoss) {
+  // A signal to the worker process (an anonymous exit) and the run's end (stop) must never
+  // make the process rejoin. Fails if either says lost.
+  {
+    test::coordinated_system cs;
+    auto a = joined_agent(cs);
+    caf::anon_send(a.agent,
+                   caf::exit_msg{caf::actor_addr{},
+                                 caf::make_error(caf::sec::runtime_error, "worker interrupted")});
+    cs.sched().run();
+    EXPECT_TRUE(*a.quit);
+    EXPECT_FALSE(a.lost->load());
+  }
+  {
+    test::coordinated_system cs;
+    auto a = joined_agent(cs);
+    caf::anon_send(caf::actor_cast<node_agent_actor>(a.agent), stop_atom::value);
+    cs.sched().run();
+    EXPECT_TRUE(*a.quit);
+    EXPECT_FALSE(a.lost->load());
+  }
+}
+
+}  // namespace
