@@ -21,7 +21,7 @@ namespace {
 // outlives it).
 CausalLM model_with(const actor_env& env, const weight_snapshot& w) {
   CausalLM m(env.model);
-  m->to(torch::Device(rollout_device(env.cfg.rollout, env.cfg.runtime)));
+  m->to(torch::Device(env.params.rollouter.device));
   m->eval();
   load_snapshot(*m, w, /*alias=*/false);
   return m;
@@ -55,7 +55,7 @@ caf::actor spawn_eval_task(caf::actor_system& sys, env_ptr env, weight_snapshot 
     set_torch_threads(1);  // beside the run: one core's worth, not all of them
     auto m = model_with(*env, weights);
     auto e = evaluate(m.ptr(), *env->tokenizer, env->prompt, test,
-                      greedy_eval_options(env->cfg.eval, env->cfg.runtime.seed));
+                      greedy_eval_options(env->params.trainer.eval, static_cast<int64_t>(env->params.trainer.seed)));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return nlohmann::ordered_json{{"accuracy", e.pass1},
                                   {"questions", e.questions},
@@ -80,7 +80,7 @@ caf::actor spawn_generate_task(caf::actor_system& sys, env_ptr env, weight_snaps
     generator_options go;
     go.max_slots = 1;
     go.max_seq_len = std::min<int64_t>(
-        static_cast<int64_t>(prompt.size()) + env->cfg.rollout.max_new_tokens, limit);
+        static_cast<int64_t>(prompt.size()) + env->params.rollouter.max_new_tokens, limit);
     go.seed = seed;
     go.eos_id = env->prompt.stop_id;
     generator gen(m.ptr(), go);
@@ -88,8 +88,8 @@ caf::actor spawn_generate_task(caf::actor_system& sys, env_ptr env, weight_snaps
     r.prompt = prompt;
     r.max_new_tokens = static_cast<int32_t>(go.max_seq_len - static_cast<int64_t>(prompt.size()));
     r.sampling.temperature = temperature;
-    r.sampling.top_k = static_cast<int32_t>(env->cfg.rollout.top_k);
-    r.sampling.top_p = env->cfg.rollout.top_p;
+    r.sampling.top_k = static_cast<int32_t>(env->params.rollouter.top_k);
+    r.sampling.top_p = env->params.rollouter.top_p;
     gen.submit(std::move(r));
     auto res = gen.run_all().at(0);
     if (res.reason == finish_reason::error) throw std::runtime_error(res.error);

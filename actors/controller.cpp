@@ -20,86 +20,6 @@
 
 namespace asyncrl {
 
-namespace {
-// A duration in ms as seconds; negative (not measured) as null.
-nlohmann::ordered_json ms_or_null(double ms) {
-  return ms < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(ms / 1000.0);
-}
-}  // namespace
-
-std::string metrics_line(const step_report& r, double wall, int64_t tokens_generated,
-                         double rollouter_idle, int64_t dropped, int64_t workers,
-                         const cpu_window& cpu) {
-  const double step_s = r.step_ms / 1000.0;
-  const auto& u = r.update;
-  nlohmann::ordered_json j{
-      {"step", r.step},
-      {"policy_version", r.policy_version},
-      {"wall_time_s", wall},
-      {"step_time_s", step_s},
-      {"reward_mean", r.reward_mean},
-      {"accuracy", r.accuracy},
-      {"tokens_generated", tokens_generated},
-      {"tpspd", step_s > 0 ? u.tokens_trained / step_s / double(workers + 1) : 0.0},
-      {"trainer_idle_ratio", r.step_ms > 0 ? r.trainer_idle_ms / r.step_ms : 0.0},
-      {"rollouter_idle_ratio", rollouter_idle},
-      {"stale_samples", r.stale_samples},
-      {"partial_ratio", r.partial_ratio},
-      {"max_partial_span", r.max_partial_span},
-      {"dropped_groups", dropped},
-      {"filtered_groups", r.filtered_groups},
-      {"reward_failures", r.reward_failures}};
-  for_each_field(u, [&](const char* name, const auto& v) { j[name] = v; });
-  j.update(nlohmann::ordered_json{{"sync_time_ms", r.sync_time_ms},
-                                  {"sync_bytes", r.sync_bytes},
-                                  {"params_checksum", r.params_checksum},
-                                  {"samples", r.samples},
-                                  {"queue_depth", r.queue.depth},
-                                  {"admitted_in_window", r.queue.admitted_in_window},
-                                  {"window_budget", r.queue.window_budget},
-                                  {"published_version", r.queue.published_version},
-                                  {"prox_version", r.prox_version},
-                                  {"out_of_order_groups", r.out_of_order_groups},
-                                  {"eval_time_s", r.eval_time_s},
-                                  {"first_group_s", ms_or_null(r.first_group_ms)},
-                                  {"last_group_s", ms_or_null(r.last_group_ms)},
-                                  {"first_train_s", ms_or_null(r.first_train_ms)},
-                                  {"cpu_total_s", cpu.total_s},
-                                  {"cpu_compute_s", cpu.compute_s},
-                                  {"overhead_cpu_share", cpu.overhead_share}});
-  if (r.eval_accuracy >= 0) j["eval_accuracy"] = r.eval_accuracy;
-  // JSON has no NaN: a non-finite value (a skipped step's grad norm) becomes null.
-  for (auto& [k, v] : j.items())
-    if (v.is_number_float() && !std::isfinite(v.get<double>())) v = nullptr;
-  return j.dump();
-}
-
-void controller_state::reshuffle() {
-  // From our own stream: the same order on every machine and in every mode.
-  order = epoch_order(prompts.size(), static_cast<uint64_t>(args.env->cfg.runtime.seed), epoch,
-                      kPromptOrder);
-  pos = 0;
-}
-
-prompt_task controller_state::next_prompt() {
-  if (!retry.empty()) {  // keeps its group id: see loader_state::retry
-    auto t = std::move(retry.front());
-    retry.pop_front();
-    return t;
-  }
-  if (pos == order.size()) {
-    ++epoch;
-    reshuffle();
-  }
-  prompt_task t;
-  auto idx = order[pos++];
-  t.prompt_index = idx;
-  t.seq = next_seq++;
-  t.prompt = prompts[idx];
-  t.ground_truth = args.train[idx].ground_truth;
-  t.group_id = next_group++;
-  return t;
-}
 
 double controller_state::wall_s() const {
   return base.wall_time_s + std::chrono::duration<double>(ctrl_clock::now() - t0).count();
@@ -120,21 +40,11 @@ using clock = ctrl_clock;
 
 void write_report(ctrl_ptr self, const step_report& r) {
   auto& st = self->state;
-  const double wall = st.wall_s();
-  const int64_t tokens = st.tokens_generated();
-  double busy_delta = 0;
-  for (auto& [w, p] : st.progress) {
-    busy_delta += std::max(0.0, p.busy_ms - st.prev_busy[w]);
-    st.prev_busy[w] = p.busy_ms;
-  }
-  const auto workers = static_cast<int64_t>(st.rollouters.size());
-  const double span_ms = (wall - st.prev_wall) * 1000.0 * double(std::max<int64_t>(1, workers));
-  const double idle = span_ms > 0 ? std::clamp(1.0 - busy_delta / span_ms, 0.0, 1.0) : 0.0;
-  const int64_t dropped = std::max<int64_t>(0, r.queue.dropped_stale - st.prev_dropped);
-  auto line = metrics_line(r, wall, tokens - st.prev_tokens, idle, dropped, workers, st.cpu.next());
-  st.prev_wall = wall;
-  st.prev_tokens = tokens;
-  st.prev_dropped = r.queue.dropped_stale;
+  std::map<int32_t, double> busy;
+  for (auto& [w, p] : st.progress)
+    busy[w] = p.busy_ms;
+  st.metrics.write(r, st.wall_s(), st.tokens_generated(), busy,
+                   static_cast<int64_t>(st.rollouters.size()));
   st.result.tokens_trained += r.update.tokens_trained;
   st.result.steps = r.step;
   st.last_step = clock::now();
@@ -142,9 +52,6 @@ void write_report(ctrl_ptr self, const step_report& r) {
   if (st.first_dispatch)
     st.result.train_time_s =
         std::chrono::duration<double>(st.last_step - *st.first_dispatch).count();
-  if (st.metrics) *st.metrics << line << "\n" << std::flush;
-  st.recent_metrics.push_back(line);  // the console's `metrics N`
-  if (st.recent_metrics.size() > 10000) st.recent_metrics.pop_front();
   st.last_report = r;
   if (st.bar)
     st.bar->update(
@@ -400,13 +307,13 @@ void spawn_roles(ctrl_ptr self) {
   // The rollouters' starting weights in their dtype, cast here once for all of them (a
   // checkpoint's are in that dtype already).
   const auto weights = convert_snapshot(
-      restore ? restore->trainer.rollout_weights : st.args.initial, rollout_weights_dtype(*env));
+      restore ? restore->trainer.rollout_weights : st.args.initial, rollout_weights_dtype(env->params.rollouter));
   std::vector<rollouter_actor> local;
-  for (int32_t w = 0; w < static_cast<int32_t>(env->cfg.rollout.num_workers); ++w) {
+  for (int32_t w = 0; w < static_cast<int32_t>(env->params.controller.local_rollouters); ++w) {
     local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));
     st.rollouters[w] = local.back();
   }
-  st.next_worker = static_cast<int32_t>(local.size());  // remote ones join after these
+  st.cluster.start_ids_at(static_cast<int32_t>(local.size()));  // remote ones join after these
   synchronizer_args sa{env, weights, {}, local, st.queue, me};
   sa.respawn = [&sys, env, queue = st.queue, reward = st.reward, me](int32_t w,
                                                                      const weight_snapshot& v) {
@@ -459,7 +366,7 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
   }
   std::string msg = it->second + " terminated: " + why;
   if (it->second == "trainer") {
-    if (st.args.env->cfg.supervision.trainer_failure == trainer_failure_action::restart)
+    if (st.args.env->params.controller.trainer_failure == trainer_failure_action::restart)
       st.result.restartable = true;
     msg += st.result.checkpoint.empty() ? "; no checkpoint was written in this run"
                                         : "; resumable from " + st.result.checkpoint + " (step " +
@@ -471,11 +378,18 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
 controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args args) {
   auto& st = self->state;
   st.args = std::move(args);
-  st.progress_timeout_s = st.args.env->cfg.runtime.progress_timeout_s;
+  st.progress_timeout_s = st.args.env->params.controller.progress_timeout_s;
   install_exception_handler(self, "controller");
-  for (auto& ex : st.args.train)
-    st.prompts.push_back(encode_prompt(*st.args.env->tokenizer, st.args.env->prompt, ex));
-  st.reshuffle();
+  {
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::string> truths;
+    for (auto& ex : st.args.train) {
+      prompts.push_back(encode_prompt(*st.args.env->tokenizer, st.args.env->prompt, ex));
+      truths.push_back(ex.ground_truth);
+    }
+    st.loader = prompt_loader(std::move(prompts), std::move(truths),
+                              st.args.env->params.controller.seed);
+  }
   if (st.args.resume) restore_from_checkpoint(self);
   self->set_exit_handler([self](caf::exit_msg& em) { on_child_exit(self, em); });
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
@@ -483,9 +397,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
       [self](run_atom) -> caf::result<run_result> {
         auto& st = self->state;
         st.t0 = clock::now();
-        if (!st.args.run_dir.empty())
-          st.metrics = std::make_unique<std::ofstream>(
-              st.args.run_dir + "/metrics.jsonl", st.resumed ? std::ios::app : std::ios::trunc);
+        st.metrics.open(st.args.run_dir, st.resumed);
         if (st.args.show_progress)
           st.bar = std::make_unique<progress_line>("train", st.args.env->plan.total_steps, 1);
         st.done = self->make_response_promise<run_result>();
@@ -505,17 +417,14 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         auto w = st.worker_of.find(sender);
         const int32_t worker = w == st.worker_of.end() ? -1 : w->second;
         for (int64_t i = 0; i < n; ++i) {
-          out.push_back(st.next_prompt());
+          out.push_back(st.loader.next());
           st.ledger.dispatched(out.back(), worker);
         }
         return out;
       },
       [self](dropped_atom, uint64_t id, bool regenerate) {
         auto& st = self->state;
-        if (auto t = st.ledger.dropped(id, regenerate)) {
-          t->group_id = st.next_group++;  // fresh samples for a fresh attempt
-          st.retry.push_back(std::move(*t));
-        }
+        if (auto t = st.ledger.dropped(id, regenerate)) st.loader.regenerate(std::move(*t));
       },
       [self](progress_atom, rollout_progress& p) {
         auto& st = self->state;

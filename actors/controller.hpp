@@ -37,11 +37,4 @@ struct controller_args {
 
 controller_actor spawn_controller(caf::actor_system& sys, controller_args args);
 
-/// One metrics.jsonl line: the trainer's report plus the run-wide fields, and the process's CPU
-/// time over the step's window (cpu_total_s, cpu_compute_s, overhead_cpu_share: the runtime's
-/// share, measured directly; rollouters in worker processes are not in it).
-std::string metrics_line(const step_report& r, double wall_time_s, int64_t tokens_generated,
-                         double rollouter_idle_ratio, int64_t dropped_groups, int64_t workers,
-                         const cpu_window& cpu = {});
-
 }  // namespace asyncrl

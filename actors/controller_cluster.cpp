@@ -65,27 +65,24 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   if (req.rollouters <= 0 || !req.agent)
     return caf::make_error(caf::sec::invalid_argument,
                            "a worker must bring at least one rollouter and its agent");
-  const auto first = st.next_worker;
-  st.next_worker += req.rollouters;
+  const auto first = st.cluster.take_ids(req.rollouters);
   const auto agent_addr = caf::actor_cast<caf::actor_addr>(req.agent);
-  auto& node = st.nodes[agent_addr];
-  node.agent = req.agent;
-  node.host = req.host;
-  node.pid = req.pid;
+  st.cluster.add(agent_addr, req.agent, req.host, req.pid);
   self->monitor(req.agent);
   spdlog::info("cluster: worker {} (pid {}) joins with {} rollouter(s), ids {}..{}", req.host,
                req.pid, req.rollouters, first, first + req.rollouters - 1);
   // The answer leaves before the synchronizer starts sending weights, so the agent knows the
-  // run's config before the first chunk arrives (both travel the same connection, in order).
+  // run's parameters before the first chunk arrives (both travel the same connection, in order).
   auto rp = self->make_response_promise<join_reply>();
-  rp.deliver(join_reply{st.args.config_yaml, first, caf::actor_cast<caf::actor>(st.queue),
-                        caf::actor_cast<caf::actor>(st.reward), caf::actor_cast<caf::actor>(self)});
+  rp.deliver(join_reply{worker_setup_of(st.args.env->params), first,
+                        caf::actor_cast<caf::actor>(st.queue), caf::actor_cast<caf::actor>(st.reward),
+                        caf::actor_cast<caf::actor>(self)});
   self->request(st.sync, caf::infinite, join_atom::value, req.agent, first, req.rollouters)
       .then(
           [self, agent_addr, first](std::vector<caf::actor>& rs) {
             auto& st = self->state;
-            auto n = st.nodes.find(agent_addr);
-            if (st.shutting_down || n == st.nodes.end()) {
+            auto* n = st.cluster.find(agent_addr);
+            if (st.shutting_down || !n) {
               for (auto& r : rs)
                 self->send_exit(r, caf::exit_reason::user_shutdown);
               return;
@@ -97,15 +94,14 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
               self->monitor(r);
               st.rollouters[w] = r;
               st.worker_of[addr] = w;
-              st.roles[addr] = "rollouter " + std::to_string(w) + " on " + n->second.host;
-              st.node_of[w] = agent_addr;
-              n->second.workers.push_back(w);
+              st.roles[addr] = "rollouter " + std::to_string(w) + " on " + n->host;
+              st.cluster.host(agent_addr, w);
               ++st.result.remote_rollouters_joined;
               start_rollouter(self, r);
             }
             tell_queue_members(self);
             spdlog::info("cluster: rollouter(s) {}..{} on {} are generating", first,
-                         first + static_cast<int32_t>(rs.size()) - 1, n->second.host);
+                         first + static_cast<int32_t>(rs.size()) - 1, n->host);
           },
           [self, agent_addr](const caf::error& e) {
             on_remote_lost(self, agent_addr, "join failed: " + self->system().render(e));
@@ -115,10 +111,9 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
 
 void on_remote_lost(ctrl_ptr self, const caf::actor_addr& agent, const std::string& why) {
   auto& st = self->state;
-  auto n = st.nodes.find(agent);
-  if (n == st.nodes.end()) return;
-  auto node = std::move(n->second);
-  st.nodes.erase(n);
+  auto gone = st.cluster.remove(agent);
+  if (!gone) return;
+  auto node = std::move(*gone);
   self->demonitor(agent);
   self->send_exit(node.agent, caf::exit_reason::user_shutdown);
   if (st.shutting_down) return;
@@ -135,11 +130,7 @@ namespace {
 // restarted remotely.
 void drop_from_node(ctrl_ptr self, int32_t worker, const std::string& why, bool lost) {
   auto& st = self->state;
-  if (auto a = st.node_of.find(worker); a != st.node_of.end())
-    if (auto n = st.nodes.find(a->second); n != st.nodes.end()) {
-      auto& ws = n->second.workers;
-      ws.erase(std::remove(ws.begin(), ws.end(), worker), ws.end());
-    }
+  st.cluster.leave(worker);
   drop_remote_worker(self, worker, why, lost);
   self->send(st.sync, leave_atom::value, std::vector<int32_t>{worker});
   tell_queue_members(self);
@@ -150,7 +141,7 @@ void drop_from_node(ctrl_ptr self, int32_t worker, const std::string& why, bool 
 void on_down(ctrl_ptr self, caf::down_msg& dm) {
   auto& st = self->state;
   const auto why = self->system().render(dm.reason);
-  if (st.nodes.count(dm.source)) {
+  if (st.cluster.is_node(dm.source)) {
     on_remote_lost(self, dm.source, why);
     return;
   }
@@ -164,7 +155,7 @@ void retire_rollouter(ctrl_ptr self, int32_t worker, const std::string& why) {
   auto it = st.rollouters.find(worker);
   if (it == st.rollouters.end()) return;
   st.retired.insert(worker);
-  if (st.node_of.count(worker)) {
+  if (st.cluster.is_remote(worker)) {
     drop_from_node(self, worker, why, /*lost=*/false);
     return;
   }
@@ -185,11 +176,10 @@ void retire_rollouter(ctrl_ptr self, int32_t worker, const std::string& why) {
 
 void release_nodes(ctrl_ptr self) {
   auto& st = self->state;
-  for (auto& [addr, n] : st.nodes) {
+  for (auto& [addr, n] : st.cluster.take_all()) {
     self->demonitor(addr);
     self->send(caf::actor_cast<node_agent_actor>(n.agent), stop_atom::value);
   }
-  st.nodes.clear();
 }
 
 }  // namespace asyncrl

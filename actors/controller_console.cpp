@@ -49,14 +49,14 @@ std::string host_of(const caf::node_id& n) {
 std::string check_client(ctrl_ptr self) {
   const auto& sender = self->current_sender();
   if (!sender || sender->node() == self->node()) return "";
-  if (self->state.args.env->cfg.cluster.tls.enabled()) return "";
+  if (self->state.args.env->params.controller.tls) return "";
   if (host_of(sender->node()) == host_of(self->node())) return "";
   return "the console accepts clients from other machines only under TLS (cluster.tls.*)";
 }
 
-loaded_config& live_cfg(ctrl_ptr self) {
+live_config& live_cfg(ctrl_ptr self) {
   auto& st = self->state;
-  if (!st.live_cfg) st.live_cfg = load_config_text(st.args.config_yaml, "the run's config", {});
+  if (!st.live_cfg) st.live_cfg = std::make_unique<live_config>(st.args.config_yaml);
   return *st.live_cfg;
 }
 
@@ -80,10 +80,7 @@ void log_event(ctrl_ptr self, json e) {
 
 std::string where_of(ctrl_ptr self, int32_t worker) {
   auto& st = self->state;
-  if (auto a = st.node_of.find(worker); a != st.node_of.end())
-    if (auto n = st.nodes.find(a->second); n != st.nodes.end())
-      return n->second.host + " (pid " + std::to_string(n->second.pid) + ")";
-  return "local";
+  return st.cluster.where(worker);
 }
 
 json rollouters_json(ctrl_ptr self) {
@@ -110,9 +107,8 @@ json rollouters_json(ctrl_ptr self) {
 
 json status_json(ctrl_ptr self, const queue_stats* q, const reward_counts* rc) {
   auto& st = self->state;
-  const auto& cfg = st.args.env->cfg;
   json j;
-  j["run"] = {{"mode", to_string(cfg.async_training.mode)},
+  j["run"] = {{"mode", to_string(st.args.env->params.controller.mode)},
               {"state", st.shutting_down ? "stopping"
                         : st.paused      ? "paused"
                                          : "running"},
@@ -157,17 +153,18 @@ json status_json(ctrl_ptr self, const queue_stats* q, const reward_counts* rc) {
                   {"dropped_stale", q->dropped_stale},
                   {"lost", q->lost}};
   }
-  const auto& live = st.live_cfg ? st.live_cfg->cfg : cfg;
-  j["staleness"] = {{"max_staleness", live.async_training.max_staleness},
-                    {"staleness_threshold", live.async_training.staleness_threshold},
+  const auto& live =
+      (st.live_cfg ? st.live_cfg->params() : st.args.env->params).trainer.schedule.async_training;
+  j["staleness"] = {{"max_staleness", live.max_staleness},
+                    {"staleness_threshold", live.staleness_threshold},
                     {"max_delivered", q ? q->max_delivered_staleness : -1}};
   // Prompts, as the ledger counts them: every schedule position handed out (dispatched) is
   // trained (or filtered), dropped, in flight, or waiting to be generated again.
-  const auto dispatched = static_cast<int64_t>(st.next_seq);
+  const auto dispatched = static_cast<int64_t>(st.loader.dispatched());
   const auto trained = static_cast<int64_t>(st.ledger.trained_seqs().size());
   const auto dropped = static_cast<int64_t>(st.ledger.dropped_seqs().size());
   const auto in_flight = static_cast<int64_t>(st.ledger.in_flight());
-  const auto retry = static_cast<int64_t>(st.retry.size());
+  const auto retry = static_cast<int64_t>(st.loader.waiting().size());
   j["in_flight"] = {{"prompts", in_flight},
                     {"to_regenerate", retry},
                     {"scoring_groups", rc ? rc->in_progress : -1},
@@ -203,9 +200,8 @@ reply do_status(ctrl_ptr self) {
 reply do_metrics(ctrl_ptr self, int64_t n) {
   auto& st = self->state;
   json steps = json::array();
-  const auto size = static_cast<int64_t>(st.recent_metrics.size());
-  for (auto i = std::max<int64_t>(0, size - n); i < size; ++i)
-    steps.push_back(json::parse(st.recent_metrics[static_cast<size_t>(i)]));
+  for (auto& line : st.metrics.recent(n))
+    steps.push_back(json::parse(line));
   return answer(json{{"steps", steps}});
 }
 
@@ -237,19 +233,10 @@ reply do_get(ctrl_ptr self, const std::string& name) {
   auto& cfg = live_cfg(self);
   auto key = resolve_live_key(name);
   if (key.empty()) key = name;
-  if (!cfg.schema.has(key))
+  if (!cfg.has(key))
     return refuse("unknown config key '" + name + "' (asyncrl config --describe lists them)");
-  return answer(json{
-      {"key", key}, {"value", cfg.schema.value(key)}, {"live", !resolve_live_key(key).empty()}});
-}
-
-live_settings live_of(const run_config& c) {
-  return live_settings{c.async_training.staleness_threshold,
-                       c.async_training.max_staleness,
-                       c.async_training.trigger_parameter_sync_step,
-                       c.trainer.lr,
-                       c.checkpoint.every_steps,
-                       c.eval.every_steps};
+  return answer(
+      json{{"key", key}, {"value", cfg.value(key)}, {"live", !resolve_live_key(key).empty()}});
 }
 
 reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
@@ -257,36 +244,36 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
   auto& cur = live_cfg(self);
   const auto key = resolve_live_key(name);
   if (key.empty()) {
-    if (cur.schema.has(name)) return refuse(why_not_live(name));
+    if (cur.has(name)) return refuse(why_not_live(name));
     return refuse("unknown config key '" + name + "' (asyncrl config --describe lists them)");
   }
   if (key == "async_training.trigger_parameter_sync_step" &&
-      cur.cfg.async_training.mode != async_mode::fully_async)
+      cur.params().controller.mode != async_mode::fully_async)
     return refuse(key +
                   " can change live only in fully_async: in sync and periodic modes a "
                   "weight sync closes every batch (that is what keeps them on-policy)");
   if (st.shutting_down) return refuse("the run is stopping");
   // The value goes through the config loader: the same parsing, ranges and cross-checks as a
   // config file, and an error that names the key.
-  std::unique_ptr<loaded_config> next;
+  std::unique_ptr<live_config> next;
   try {
-    next = load_config_text(cur.schema.dump_yaml(), "the run's config", {key + "=" + value});
+    next = std::make_unique<live_config>(cur.with(key, value));
   } catch (const std::exception& e) {
     return refuse(e.what());
   }
-  const auto old_value = cur.schema.value(key);
-  const auto new_value = next->schema.value(key);
+  const auto old_value = cur.value(key);
+  const auto new_value = next->value(key);
   const auto target = [&] {
     for (auto& k : live_keys())
       if (key == k.key) return k.target;
     return live_target::controller;
   }();
   st.live_cfg = std::move(next);  // now: a second set before the first is answered builds on it
-  const auto& cfg = st.live_cfg->cfg;
+  const auto& params = st.live_cfg->params();
   json event{{"event", "set"}, {"key", key}, {"old", old_value}, {"new", new_value}};
   if (target == live_target::rollouters) {
     for (auto& [w, r] : st.rollouters)
-      self->send(r, set_atom::value, cfg.rollout.temperature);
+      self->send(r, set_atom::value, params.rollouter.temperature);
     event["effective_step"] = st.last_step_no + 1;
     event["effect"] = "groups started from now on";
     log_event(self, event);
@@ -294,7 +281,7 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
   }
   if (target == live_target::controller) {
     const bool was_off = st.progress_timeout_s <= 0;
-    st.progress_timeout_s = cfg.runtime.progress_timeout_s;
+    st.progress_timeout_s = params.controller.progress_timeout_s;
     if (was_off) arm_watchdog(self);
     event["effective_step"] = st.last_step_no + 1;
     event["effect"] = "now";
@@ -302,7 +289,7 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
     return answer(event);
   }
   auto rp = self->make_response_promise<console_reply>();
-  self->request(st.trainer, kRoleTimeout, set_atom::value, live_of(cfg))
+  self->request(st.trainer, kRoleTimeout, set_atom::value, live_settings_of(params.trainer))
       .then(
           [self, rp, event](int64_t step) mutable {
             event["effective_step"] = step;
@@ -364,7 +351,7 @@ reply with_current_weights(ctrl_ptr self, Spawn spawn_task) {
 reply do_add(ctrl_ptr self) {
   auto& st = self->state;
   if (st.shutting_down) return refuse("the run is stopping");
-  const auto w = st.next_worker++;
+  const auto w = st.cluster.take_ids(1);
   auto rp = self->make_response_promise<console_reply>();
   self->request(st.sync, kRoleTimeout, join_atom::value, caf::actor{}, w, int32_t{1})
       .then(
@@ -430,7 +417,7 @@ reply do_kill(ctrl_ptr self, const std::vector<std::string>& args) {
   auto it = st.rollouters.find(w);
   if (it == st.rollouters.end())
     return refuse("no rollouter " + std::to_string(w) + " (workers lists them)");
-  const bool remote = st.node_of.count(w) > 0;
+  const bool remote = st.cluster.is_remote(w);
   // As faults.kill_rollouter_every_steps does: anonymous, with an error, so that it is a crash.
   caf::anon_send(caf::actor_cast<caf::actor>(it->second),
                  caf::exit_msg{caf::actor_addr{}, caf::make_error(caf::sec::runtime_error,
@@ -505,9 +492,9 @@ caf::result<console_reply> on_console(ctrl_ptr self, console_request& req) {
         });
       }
       case console_cmd::generate: {
-        const double t = live_cfg(self).cfg.rollout.temperature;
+        const double t = live_cfg(self).params().rollouter.temperature;
         // A new stream per request, from the run's seed: reproducible, not all the same.
-        const auto seed = static_cast<uint64_t>(st.args.env->cfg.runtime.seed) * 1000003u +
+        const auto seed = st.args.env->params.controller.seed * 1000003u +
                           static_cast<uint64_t>(++st.generations);
         return with_current_weights(self, [self, text = a[0], t, seed](weight_snapshot w) {
           return spawn_generate_task(self->system(), self->state.args.env, std::move(w), text, t,
@@ -567,8 +554,8 @@ void console_checkpoint_done(ctrl_ptr self, const std::string& path, int64_t ste
 void start_rollouter(ctrl_ptr self, const rollouter_actor& r) {
   auto& st = self->state;
   if (st.live_cfg) {
-    const auto t = st.live_cfg->cfg.rollout.temperature;
-    if (t != st.args.env->cfg.rollout.temperature) self->send(r, set_atom::value, t);
+    const auto t = st.live_cfg->params().rollouter.temperature;
+    if (t != st.args.env->params.rollouter.temperature) self->send(r, set_atom::value, t);
   }
   self->send(r, start_atom::value);
 }

@@ -16,21 +16,6 @@ namespace asyncrl {
 
 namespace {
 
-// metrics.jsonl keeps the lines of the steps the checkpoint covers; the resumed run appends
-// from the next step, so the file has no gap and no duplicate.
-void trim_metrics(const std::string& path, int64_t last_step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].get<int64_t>() <= last_step)
-      kept += line + "\n";
-  }
-  in.close();
-  write_file_atomically(path, kept);
-}
-
 prompt_task task_of(const scored_group& g) {
   prompt_task t;
   t.group_id = g.group_id;
@@ -70,12 +55,7 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   regen.insert(regen.end(), st.trained_after_cut.begin(), st.trained_after_cut.end());
   std::sort(regen.begin(), regen.end(),
             [](const prompt_task& a, const prompt_task& b) { return a.group_id < b.group_id; });
-  rs.loader.epoch = st.epoch;
-  rs.loader.pos = st.pos;
-  rs.loader.next_group = st.next_group;
-  rs.loader.next_seq = st.next_seq;
-  rs.loader.retry = std::move(regen);
-  rs.loader.retry.insert(rs.loader.retry.end(), st.retry.begin(), st.retry.end());
+  rs.loader = st.loader.save(std::move(regen));
   // The ledger as of the cut: the seqs trained after it were appended last.
   const auto& trained = st.ledger.trained_seqs();
   rs.trained_seqs.assign(trained.begin(),
@@ -98,13 +78,13 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   rs.syncs = st.base.syncs + std::max<int64_t>(0, windows - 1);
   rs.rollouter_restarts = st.base.rollouter_restarts + st.result.rollouter_restarts;
   rs.trainer = std::move(c);
-  const auto& cfg = st.args.env->cfg;
+  const auto& cp = st.args.env->params.controller;
   std::string path;
   try {
     // The config in force: with the console's live changes, so that a resume restores them
     // (apps/asyncrl/train_command.cpp, live_values_to_restore).
-    const auto config_yaml = st.live_cfg ? st.live_cfg->schema.dump_yaml() : st.args.config_yaml;
-    path = write_run_checkpoint(st.args.checkpoint_dir, cfg.checkpoint.keep, rs, config_yaml);
+    const auto config_yaml = st.live_cfg ? st.live_cfg->yaml() : st.args.config_yaml;
+    path = write_run_checkpoint(st.args.checkpoint_dir, cp.checkpoint_keep, rs, config_yaml);
   } catch (const std::exception& e) {
     console_checkpoint_done(self, "", rs.step, e.what());
     shutdown(self, std::string("checkpoint at step ") + std::to_string(rs.step) + ": " + e.what());
@@ -116,8 +96,7 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
   console_checkpoint_done(self, path, rs.step, "");
   spdlog::info("checkpoint: step {} -> {} ({} groups saved, {} prompts to regenerate)", rs.step,
                path, rs.queued.size(), rs.loader.retry.size());
-  if (cfg.faults.corrupt_checkpoint_at_step > 0 &&
-      cfg.faults.corrupt_checkpoint_at_step == rs.step) {
+  if (cp.corrupt_checkpoint_at_step > 0 && cp.corrupt_checkpoint_at_step == rs.step) {
     spdlog::warn("injected fault: damaging checkpoint {}", path);
     corrupt_checkpoint_file(path, /*truncate=*/false);
   }
@@ -144,12 +123,7 @@ void restore_from_checkpoint(ctrl_ptr self) {
   b.syncs = rs.syncs;
   b.rollouter_restarts = rs.rollouter_restarts;
   b.wall_time_s = rs.wall_time_s;
-  st.epoch = rs.loader.epoch;
-  st.reshuffle();
-  st.pos = static_cast<size_t>(rs.loader.pos);
-  st.next_group = rs.loader.next_group;
-  st.next_seq = rs.loader.next_seq;
-  st.retry.assign(rs.loader.retry.begin(), rs.loader.retry.end());
+  st.loader.restore(rs.loader);
   st.ledger.restore(rs.trained_seqs, rs.dropped_seqs);
   for (auto& g : rs.queued) {  // in flight again: scored, waiting in the queue
     st.ledger.dispatched(task_of(g), -1);
@@ -159,8 +133,7 @@ void restore_from_checkpoint(ctrl_ptr self) {
   st.result.steps = rs.step;
   st.result.tokens_trained = rs.tokens_trained;
   st.last_step_no = rs.step;
-  st.prev_tokens = rs.tokens_generated;
-  st.prev_wall = rs.wall_time_s;
+  st.metrics.continue_from(rs.tokens_generated, rs.wall_time_s);
   if (!st.args.run_dir.empty()) trim_metrics(st.args.run_dir + "/metrics.jsonl", rs.step);
   spdlog::info("resume: step {}, epoch {}, {} groups back in the queue, {} prompts to regenerate",
                rs.step, rs.loader.epoch, rs.queued.size(), rs.loader.retry.size());
@@ -200,8 +173,7 @@ void after_step(ctrl_ptr self, const step_report& r) {
   auto tasks = st.ledger.trained(r.group_ids);
   if (st.cutting)
     st.trained_after_cut.insert(st.trained_after_cut.end(), tasks.begin(), tasks.end());
-  const auto& cfg = st.args.env->cfg;
-  const auto every = cfg.faults.kill_rollouter_every_steps;
+  const auto every = st.args.env->params.controller.kill_rollouter_every_steps;
   if (every > 0 && r.step % every == 0 && r.step < st.args.env->plan.total_steps &&
       !st.rollouters.empty()) {
     auto victim =
@@ -228,17 +200,12 @@ void watch_rollouter(ctrl_ptr self, int32_t worker, const rollouter_actor& r) {
 void on_rollouter_crash(ctrl_ptr self, int32_t worker, const caf::actor_addr& dead,
                         const std::string& why) {
   auto& st = self->state;
-  const auto& sv = st.args.env->cfg.supervision;
-  const auto now = self->clock().now();
-  const auto window = std::chrono::duration_cast<caf::actor_clock::duration_type>(
-      std::chrono::duration<double>(sv.restart_window_s));
-  st.restarts.push_back(now);
-  while (!st.restarts.empty() && now - st.restarts.front() > window)
-    st.restarts.pop_front();
+  const auto& sv = st.args.env->params.controller;
+  if (!st.restarts) st.restarts.emplace(sv.max_restarts, sv.restart_window_s);
   spdlog::warn("supervision: rollouter {} crashed: {}", worker, why);
-  if (static_cast<int64_t>(st.restarts.size()) > sv.max_restarts) {
+  if (!st.restarts->spend(self->clock().now())) {
     shutdown(self, "rollouter " + std::to_string(worker) + " crashed (" + why +
-                       "): " + std::to_string(st.restarts.size()) + " crashes within " +
+                       "): " + std::to_string(st.restarts->in_window()) + " crashes within " +
                        fmt::format("{:g}", sv.restart_window_s) +
                        " s exceed supervision.max_restarts " + std::to_string(sv.max_restarts));
     return;
@@ -255,7 +222,7 @@ void forget_incarnation(ctrl_ptr self, int32_t worker) {
     st.tokens_of_dead[worker] += p->second.tokens_generated;
     st.progress.erase(p);
   }
-  st.prev_busy.erase(worker);
+  st.metrics.forget_worker(worker);
 }
 
 void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& dead) {
@@ -289,10 +256,9 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
               return;
             }
             auto lost = st.ledger.lost_with(worker);
-            for (auto it = lost.rbegin(); it != lost.rend(); ++it)
-              st.retry.push_front(std::move(*it));
+            st.loader.retry_first(lost);
             self->send(st.queue, lost_atom::value, worker, delivered_by_worker, dead);
-            if (st.node_of.count(worker) || st.retired.count(worker)) {
+            if (st.cluster.is_remote(worker) || st.retired.count(worker)) {
               spdlog::info("rollouter {} is gone ({} prompts to regenerate)", worker, lost.size());
             } else {
               spdlog::info("supervision: restarting rollouter {} ({} prompts to regenerate)",
@@ -337,12 +303,12 @@ void write_ledger(ctrl_ptr self) {
     return v;
   };
   auto in_flight = st.ledger.in_flight_seqs();
-  for (auto& t : st.retry)
+  for (auto& t : st.loader.waiting())
     in_flight.push_back(t.seq);
   nlohmann::json j{{"trained", sorted(st.ledger.trained_seqs())},
                    {"dropped", sorted(st.ledger.dropped_seqs())},
                    {"in_flight", sorted(in_flight)},
-                   {"next_seq", st.next_seq}};
+                   {"next_seq", st.loader.dispatched()}};
   // Atomic: a full disk leaves the previous ledger, never a truncated one. The ledger is a
   // report (the checkpoint holds its own copy), so a failed write is logged, not fatal.
   try {

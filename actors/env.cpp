@@ -8,32 +8,32 @@
 
 namespace asyncrl {
 
-env_ptr make_env(const run_config& cfg, const model_config& model, tokenizer_ptr tok, bool detached,
-                 bool has_trainer) {
+env_ptr make_env(const role_params& params, const model_config& model, tokenizer_ptr tok,
+                 bool detached, bool has_trainer) {
   auto env = std::make_shared<actor_env>();
-  env->cfg = cfg;
-  env->plan = make_schedule(schedule_params_from(cfg));
+  const auto& node = params.node;
+  env->params = params;
+  env->plan = make_schedule(params.trainer.schedule);
   env->model = model;
-  env->prompt = make_prompt_format(*tok, cfg.data.chat_template, cfg.data.system_prompt);
+  env->prompt = make_prompt_format(*tok, node.chat_template, node.system_prompt);
   env->tokenizer = std::move(tok);
   env->detached = detached;
-  env->reward_fn = cfg.reward.function;
   // The CPUs this process may use (taskset, cgroups), not every CPU of the machine.
   const auto allowed = allowed_cpus();
   const int cores =
       std::max(1, allowed.empty() ? static_cast<int>(std::thread::hardware_concurrency())
                                   : static_cast<int>(allowed.size()));
   // Rollouters of this process (at least one share, also when they are all remote).
-  const int workers = std::max(1, static_cast<int>(cfg.rollout.num_workers));
-  const bool colocated = is_colocated(cfg.async_training);
+  const int workers = std::max(1, static_cast<int>(node.rollouters));
+  const bool colocated = node.colocated;
   // Colocated: generation and training take turns, each on every core (the rollout workers
   // share them). Otherwise they run at the same time and split the cores: the trainer gets its
   // share, the rollouters the rest.
   int rollout = colocated ? std::max(1, cores / workers)
                           : std::max(1, (cores - cores / (workers + 1)) / workers);
   int trainer = colocated ? cores : std::max(1, cores / (workers + 1));
-  env->rollout_threads = cfg.rollout.threads > 0 ? static_cast<int>(cfg.rollout.threads) : rollout;
-  env->trainer_threads = cfg.trainer.threads > 0 ? static_cast<int>(cfg.trainer.threads) : trainer;
+  env->rollout_threads = node.rollout_threads > 0 ? static_cast<int>(node.rollout_threads) : rollout;
+  env->trainer_threads = node.trainer_threads > 0 ? static_cast<int>(node.trainer_threads) : trainer;
   // OpenMP spinning: libgomp's workers spin after each parallel region before they sleep
   // (OMP_WAIT_POLICY unset: up to GOMP_SPINCOUNT = 300k spins, about a millisecond), on
   // whatever core they run. With one torch thread per role (the 2-core default) no role has an
@@ -44,10 +44,10 @@ env_ptr make_env(const run_config& cfg, const model_config& model, tokenizer_ptr
   // Colocated roles take turns on every core: nothing to separate, nothing is pinned. The
   // cooperative actors (CAF scheduler threads) and the main thread stay unpinned: they are idle
   // most of the time, and pinning them to one role's cores would take that role's time.
-  if (cfg.runtime.affinity == cpu_affinity::roles && !colocated) {
+  if (node.affinity == cpu_affinity::roles && !colocated) {
     try {
       env->cores = split_cores(allowed, has_trainer ? env->trainer_threads : 0,
-                               env->rollout_threads, static_cast<int>(cfg.rollout.num_workers));
+                               env->rollout_threads, static_cast<int>(node.rollouters));
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(e.what());
     }

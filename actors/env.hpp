@@ -1,14 +1,14 @@
 #pragma once
 
-// What every role of a run shares: the config, the derived schedule, the model architecture
-// and the tokenizer. Immutable once the run starts.
+// What every role of a run shares: each role's parameters, the derived schedule, the model
+// architecture and the tokenizer. Immutable once the run starts. No run config: the roles get
+// their parameters from actors/role_params.hpp.
 
 #include <memory>
 #include <vector>
 
 #include "runtime/common/cpu_affinity.hpp"
-#include "runtime/config/params.hpp"  // make_schedule, policy_trainer_params_from
-#include "runtime/config/run_config.hpp"
+#include "actors/role_params.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/weight_blob.hpp"
 #include "runtime/task/prompting.hpp"
@@ -18,12 +18,11 @@
 namespace asyncrl {
 
 struct actor_env {
-  run_config cfg;
-  schedule_plan plan;
+  role_params params;
+  schedule_plan plan;  // make_schedule(params.trainer.schedule)
   model_config model;
   tokenizer_ptr tokenizer;  // never null
   prompt_format prompt;     // data.chat_template resolved against the tokenizer
-  reward_function reward_fn = reward_function::math;  // reward.function, parsed once
   /// Compute roles get their own threads (caf::detached). False under CAF's test coordinator,
   /// which runs every actor deterministically in the test's thread.
   bool detached = true;
@@ -37,19 +36,13 @@ struct actor_env {
 
 using env_ptr = std::shared_ptr<const actor_env>;
 
-/// The dtype of the snapshots rollouters load (rollout.dtype): cast once per version by the
-/// trainer (or once by the controller for the starting weights), never per rollouter.
-inline weight_dtype rollout_weights_dtype(const actor_env& env) {
-  return env.cfg.rollout.dtype == rollout_dtype::bf16 ? weight_dtype::bf16 : weight_dtype::float32;
-}
-
 /// Builds the environment (throws std::runtime_error when the chat template cannot be used
 /// with the tokenizer, or when runtime.affinity=roles needs more CPUs than the process may
 /// use): derives the schedule and splits the cores between the roles (all cores to each role
 /// in colocated sync mode, shared otherwise). `has_trainer` = false: a worker process, whose
 /// cores all go to its rollouters.
-env_ptr make_env(const run_config& cfg, const model_config& model, tokenizer_ptr tok, bool detached,
-                 bool has_trainer = true);
+env_ptr make_env(const role_params& params, const model_config& model, tokenizer_ptr tok,
+                 bool detached, bool has_trainer = true);
 
 /// The CPUs of local rollouter `worker` (worker ids of one process are consecutive, so slots
 /// are worker mod the number of local rollouters); empty: not pinned.

@@ -136,7 +136,7 @@ void serve_pull(queue_ptr self) {
         ++st.counters.dropped_stale;
         st.adm->on_dropped();
         const bool regenerate =
-            st.args.env->cfg.async_training.stale_policy == stale_action::regenerate;
+            st.args.env->params.queue.regenerate_stale;
         if (regenerate) ++st.counters.regenerated;
         // The controller owns the prompt: it records the drop, or generates the prompt again.
         self->send(st.args.controller, dropped_atom::value, g.group_id, regenerate);
@@ -164,8 +164,8 @@ void serve_pull(queue_ptr self) {
 queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
   auto& st = self->state;
   st.args = std::move(args);
-  st.members = st.args.env->cfg.rollout.num_workers;
-  st.adm = std::make_unique<admission_control>(st.args.env->plan.admission);
+  st.members = st.args.env->params.queue.members;
+  st.adm = std::make_unique<admission_control>(st.args.env->params.queue.admission);
   if (!st.args.restored.empty() || st.args.accepted_before > 0) {
     const auto n = static_cast<int64_t>(st.args.restored.size());
     st.adm->restore(st.args.accepted_before + n, n);

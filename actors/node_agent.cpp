@@ -45,7 +45,7 @@ void join(agent_ptr self) {
           [self](join_reply& r) {
             auto& st = self->state;
             try {
-              st.env = st.args.make_env(r.config_yaml);
+              st.env = st.args.make_env(r.setup);
             } catch (const std::exception& e) {
               spdlog::error("worker: cannot run this job: {}", e.what());
               self->quit(caf::make_error(caf::sec::invalid_argument, e.what()));

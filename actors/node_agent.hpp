@@ -28,9 +28,9 @@ struct node_agent_args {
   int32_t pid = 0;
   std::chrono::milliseconds timeout{30000};  // join, and each load into a local rollouter
   std::string secret;  // the run's secret, presented with the join (a run without TLS asks)
-  /// Builds the environment from the run's resolved config (the app's local overrides apply).
-  /// Throws on a config this node cannot run.
-  std::function<env_ptr(const std::string& config_yaml)> make_env;
+  /// Builds the environment from the run's parameters (the app's local overrides apply).
+  /// Throws on parameters this node cannot run.
+  std::function<env_ptr(const worker_setup& setup)> make_env;
   /// Set (before the agent quits) when the controller was lost or dropped this node, as
   /// opposed to the run ending, a refused join, or a signal. Read by the process after the
   /// agent's down message.

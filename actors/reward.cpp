@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "runtime/common/cpu_time.hpp"
+#include "runtime/common/restart_budget.hpp"
 #include "runtime/task/external_scorer.hpp"
 #include "runtime/task/reward.hpp"
 #include "runtime/train/advantages.hpp"
@@ -89,7 +90,7 @@ struct worker_state {
 using worker_ptr = reward_worker_actor::stateful_pointer<worker_state>;
 
 bool is_external(const actor_env& env) {
-  return env.reward_fn == reward_function::external;
+  return env.params.reward.reward.function == reward_function::external;
 }
 
 external_scorer_options scorer_options(const reward_section& r) {
@@ -110,7 +111,7 @@ external_scorer_options scorer_options(const reward_section& r) {
 caf::result<double> score_external(worker_ptr self, const actor_env& env, scorer_tally& tally,
                                    scorer_request req) {
   auto& st = self->state;
-  if (!st.scorer) st.scorer = std::make_unique<external_scorer>(scorer_options(env.cfg.reward));
+  if (!st.scorer) st.scorer = std::make_unique<external_scorer>(scorer_options(env.params.reward.reward));
   auto r = st.scorer->score(req);
   tally.add(st.reported, st.scorer->counts());
   if (st.scorer->gave_up()) {
@@ -139,15 +140,15 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
       [self, env, faults, tally](score_atom, std::string& text, std::string& truth, uint64_t uid,
                                  std::string& prompt, uint64_t group_id, uint64_t prompt_index,
                                  uint32_t index) -> caf::result<double> {
-        const auto& f = env->cfg.faults;  // injected faults (tests, asyncrl chaos)
-        if (every(f.kill_reward_worker_every, uid) && faults->first_kill(uid)) {
+        const auto& f = env->params.reward;  // injected faults (tests, asyncrl chaos)
+        if (every(f.kill_worker_every, uid) && faults->first_kill(uid)) {
           // Dies as a crash would: no answer; the Reward learns it from its monitor.
           self->quit(caf::make_error(caf::sec::runtime_error, "injected reward worker crash"));
           return caf::delegated<double>{};
         }
         try {
-          if (every(f.reward_throw_every, uid)) throw std::runtime_error("injected reward fault");
-          if (every(f.reward_hang_every, uid) || faults->take_hang()) {
+          if (every(f.throw_every, uid)) throw std::runtime_error("injected reward fault");
+          if (every(f.hang_every, uid) || faults->take_hang()) {
             // Never answers: the caller's timeout fires. Logged here, where it is injected: a
             // run may end before the deadline of its last hung call (asyncrl chaos counts this).
             spdlog::warn("reward: injected fault: the call for uid {} hangs", uid);
@@ -168,7 +169,7 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
             return score_external(self, *env, *tally, std::move(req));
           }
           compute_region cpu;
-          return score_with(env->reward_fn, env->cfg.reward.prefix, text, truth);
+          return score_with(f.reward.function, f.reward.prefix, text, truth);
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, e.what());
         }
@@ -188,7 +189,7 @@ reward_worker_actor spawn_worker(caf::actor_system& sys, env_ptr env,
   // but the built-in rule-based reward takes microseconds and a thread per worker only
   // competes with the compute roles for cores. An external scorer call blocks (up to
   // reward.external.timeout_s): always detached, except under the test coordinator.
-  if (env->detached && (env->cfg.reward.detached_workers || is_external(*env)))
+  if (env->detached && (env->params.reward.reward.detached_workers || is_external(*env)))
     return sys.spawn<caf::detached>(worker_fn, std::move(env), std::move(faults), std::move(tally));
   return sys.spawn(worker_fn, std::move(env), std::move(faults), std::move(tally));
 }
@@ -227,7 +228,7 @@ struct reward_state {
   std::optional<caf::actor_clock::time_point> check_at;
   uint64_t next_call = 0;
   uint64_t next_dispatch = 0;
-  std::deque<caf::actor_clock::time_point> restarts;  // within supervision.restart_window_s
+  std::optional<restart_budget> restarts;  // supervision.*: set at the first crash
   std::map<uint64_t, pending_group> pending;
   reward_counts counts;
   // reward.max_failure_rate: whether each of the latest scored responses failed, oldest first
@@ -287,8 +288,8 @@ void finish_group(reward_ptr self, uint64_t id) {
   if (it == st.pending.end() || --it->second.remaining > 0) return;
   auto g = std::move(it->second.group);
   st.pending.erase(it);
-  const auto& al = st.args.env->cfg.algorithm;
-  g.filtered = !assign_advantages(g, al.adv_estimator, al.filter_groups);
+  const auto& rp = st.args.env->params.reward;
+  g.filtered = !assign_advantages(g, rp.adv_estimator, rp.filter_groups);
   ++st.counts.forwarded;
   self->send(st.args.queue, put_atom::value, std::move(g));
 }
@@ -324,7 +325,7 @@ void give_up(reward_ptr self, const std::string& why);
 // dies on every call would otherwise give a run that "completes" on all-zero rewards.
 void judge_failures(reward_ptr self, bool failed) {
   auto& st = self->state;
-  const auto& rw = st.args.env->cfg.reward;
+  const auto& rw = st.args.env->params.reward.reward;
   st.recent.push_back(failed);
   st.recent_failed += failed ? 1 : 0;
   while (static_cast<int64_t>(st.recent.size()) > rw.failure_window) {
@@ -412,7 +413,7 @@ void dispatch(reward_ptr self, uint64_t id) {
   c.dispatch = ++st.next_dispatch;
   ++st.load[c.slot];
   const auto tag = c.dispatch;
-  const auto& rw = st.args.env->cfg.reward;
+  const auto& rw = st.args.env->params.reward.reward;
   auto timeout = std::chrono::milliseconds(rw.timeout_ms);
   if (is_external(*st.args.env)) {
     // The worker bounds each call by reward.external.timeout_s (plus up to 1 s for a crashed
@@ -469,18 +470,14 @@ void give_up(reward_ptr self, const std::string& why) {
 // that is one restart too many within supervision.restart_window_s (Erlang's intensity).
 void on_worker_down(reward_ptr self, size_t slot, const caf::error& reason) {
   auto& st = self->state;
-  const auto& sv = st.args.env->cfg.supervision;
+  const auto& sv = st.args.env->params.reward;
   const auto why = reason ? self->system().render(reason) : std::string("normal exit");
-  const auto now = self->clock().now();
-  const auto window = std::chrono::duration_cast<caf::actor_clock::duration_type>(
-      std::chrono::duration<double>(sv.restart_window_s));
-  st.restarts.push_back(now);
-  while (now - st.restarts.front() > window)
-    st.restarts.pop_front();
-  if (static_cast<int64_t>(st.restarts.size()) > sv.max_restarts) {
+  if (!st.restarts) st.restarts.emplace(sv.max_restarts, sv.restart_window_s);
+  if (!st.restarts->spend(self->clock().now())) {
     give_up(self, fmt::format("reward: {} worker restarts within {:g} s (supervision.max_restarts "
                               "{}): giving up; last crash: {}",
-                              st.restarts.size(), sv.restart_window_s, sv.max_restarts, why));
+                              st.restarts->in_window(), sv.restart_window_s, sv.max_restarts,
+                              why));
     return;
   }
   spawn_into(self, slot);
@@ -500,7 +497,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
   auto& st = self->state;
   st.args = std::move(args);
   install_exception_handler(self, "reward");
-  for (int64_t i = 0; i < st.args.env->cfg.reward.num_workers; ++i)
+  for (int64_t i = 0; i < st.args.env->params.reward.reward.num_workers; ++i)
     spawn_into(self, st.workers.size());
   // A worker only quits normally when finish_stop tells it to, and this actor quits right
   // after; any other exit lost the calls it held, so every reason is handled alike.

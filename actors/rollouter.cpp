@@ -70,7 +70,7 @@ struct rollouter_actor_state {
   clock::time_point born = clock::now();
 
   int64_t capacity_groups() const {
-    return std::max<int64_t>(1, args.env->cfg.rollout.max_batch / args.env->plan.group_size);
+    return std::max<int64_t>(1, args.env->params.rollouter.max_batch / args.env->params.rollouter.group_size);
   }
   bool paused() const {
     return state == rollouter_state::interrupted || state == rollouter_state::syncing;
@@ -114,7 +114,7 @@ void push_progress(self_ptr self) {
 
 // The next decode chunk, as a message to self. faults.slow_rollouter_ms slows worker 0 down.
 void next_chunk(self_ptr self) {
-  const auto slow = self->state.args.env->cfg.faults.slow_rollouter_ms;
+  const auto slow = self->state.args.env->params.rollouter.slow_ms;
   if (slow > 0 && self->state.args.worker == 0)
     self->delayed_send(self, std::chrono::milliseconds(slow), gen_atom::value);
   else
@@ -124,7 +124,7 @@ void next_chunk(self_ptr self) {
 // Turns finished responses into groups; a group leaves for the Reward once all G are back.
 void collect(self_ptr self, std::vector<gen_result>& results) {
   auto& st = self->state;
-  const auto G = static_cast<size_t>(st.args.env->plan.group_size);
+  const auto G = static_cast<size_t>(st.args.env->params.rollouter.group_size);
   bool any = false;
   for (auto& r : results) {
     if (r.reason == finish_reason::error)
@@ -187,21 +187,21 @@ void ensure_generating(self_ptr self) {
 
 void add_group(self_ptr self, prompt_task task) {
   auto& st = self->state;
-  const auto& cfg = st.args.env->cfg;
-  const auto G = st.args.env->plan.group_size;
+  const auto& rp = st.args.env->params.rollouter;
+  const auto G = rp.group_size;
   for (int64_t k = 0; k < G; ++k) {
     gen_request r;
     r.id = task.group_id * static_cast<uint64_t>(G) + static_cast<uint64_t>(k);
     r.prompt_id = task.group_id;
     r.sample_index = static_cast<uint32_t>(k);
     r.prompt = task.prompt;
-    r.max_new_tokens = static_cast<int32_t>(cfg.rollout.max_new_tokens);
+    r.max_new_tokens = static_cast<int32_t>(rp.max_new_tokens);
     r.sampling.temperature = st.temperature;
-    r.sampling.top_k = static_cast<int32_t>(cfg.rollout.top_k);
-    r.sampling.top_p = cfg.rollout.top_p;
-    if (cfg.workload.lengths != workload_lengths::model) {  // benchmark workload: a forced length
-      r.max_new_tokens = workload_length(cfg.workload, static_cast<uint64_t>(cfg.runtime.seed),
-                                         task.group_id, static_cast<uint32_t>(k));
+    r.sampling.top_k = static_cast<int32_t>(rp.top_k);
+    r.sampling.top_p = rp.top_p;
+    if (rp.workload.lengths != workload_lengths::model) {  // benchmark workload: a forced length
+      r.max_new_tokens =
+          workload_length(rp.workload, rp.seed, task.group_id, static_cast<uint32_t>(k));
       r.ignore_eos = true;
     }
     submit(self, std::move(r));
@@ -259,7 +259,7 @@ void run_chunk(self_ptr self) {
   const auto before = st.gen->stats().tokens_generated;
   auto results = [&] {
     compute_region cpu;  // prefill and decode
-    return st.gen->step(static_cast<int>(st.args.env->cfg.rollout.chunk_tokens));
+    return st.gen->step(static_cast<int>(st.args.env->params.rollouter.chunk_tokens));
   }();
   st.tokens += st.gen->stats().tokens_generated - before;
   st.busy_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
@@ -328,7 +328,7 @@ auto on_load(self_ptr self) {
   return [self](load_atom, weight_snapshot& w) -> caf::result<int64_t> {
     auto& st = self->state;
     if (!st.paused()) return caf::skip;  // a load always follows a pause; wait for it
-    const auto& f = st.args.env->cfg.faults;
+    const auto& f = st.args.env->params.rollouter;
     // Injected: the first load of every n-th version to worker 0 is lost on the way; the
     // synchronizer's deadline fires and its retry gets through.
     if (st.args.worker == 0 && every(f.sync_drop_every, w.version) &&
@@ -436,7 +436,7 @@ rollouter_actor::behavior_type generating(self_ptr self) {
         auto& st = self->state;
         if (st.draining) return caf::skip;  // answered once the drain completes
         if (!add_pause(self, token)) return static_cast<int64_t>(st.held.size());
-        if (st.args.env->plan.partial_rollout) {
+        if (st.args.env->params.rollouter.partial_rollout) {
           // Stop at this token boundary; keep the partial responses for the resume.
           for (auto& r : st.gen->interrupt()) {
             if (!r.request.tokens.empty()) ++st.interruptions;
@@ -524,24 +524,24 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
                   ("rollouter " + std::to_string(st.args.worker)).c_str());
   set_torch_threads(st.args.env->rollout_threads);
   compute_region cpu;  // building the model and loading the weights
-  const auto& cfg = st.args.env->cfg;
-  torch::Device device(rollout_device(cfg.rollout, cfg.runtime));
+  const auto& rp = st.args.env->params.rollouter;
+  torch::Device device(rp.device);
   CausalLM model(st.args.env->model);
   model->to(device);
   // bf16 rollouts: bf16 weights, activations and KV cache (the generator's cache follows the
   // model's compute dtype); the snapshots arrive in bf16 already and are aliased on the CPU.
-  if (rollout_weights_dtype(*st.args.env) == weight_dtype::bf16)
+  if (rollout_weights_dtype(rp) == weight_dtype::bf16)
     cast_parameters(*model, torch::kBFloat16);
   model->eval();
   st.model = model.ptr();
   load_snapshot(*st.model, st.args.initial, /*alias=*/true);
   st.weights = st.args.initial;
-  st.temperature = cfg.rollout.temperature;
+  st.temperature = rp.temperature;
   generator_options go;
-  go.max_slots = cfg.rollout.max_batch;
-  go.max_seq_len = std::min<int64_t>(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens,
+  go.max_slots = rp.max_batch;
+  go.max_seq_len = std::min<int64_t>(rp.max_prompt_length + rp.max_new_tokens,
                                      st.args.env->model.max_position_embeddings);
-  go.seed = static_cast<uint64_t>(cfg.runtime.seed);
+  go.seed = rp.seed;
   go.eos_id = st.args.env->prompt.stop_id;
   st.gen = std::make_unique<generator>(st.model, go);
   st.gen->set_version(st.args.initial.version);

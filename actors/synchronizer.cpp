@@ -75,7 +75,7 @@ struct sync_state {
   int64_t tokens = 0;
 
   std::chrono::milliseconds remote_timeout() const {
-    return std::chrono::milliseconds(args.env->cfg.cluster.request_timeout_ms);
+    return std::chrono::milliseconds(args.env->params.sync.request_timeout_ms);
   }
 };
 
@@ -95,12 +95,12 @@ void finish(sync_ptr self, std::shared_ptr<sync_run> run, bool ok, const std::st
   // could be overtaken by the next sync's pause (the rollouter also counts pauses, see there).
   for (auto& [w, m] : st.members)
     self->send<caf::message_priority::high>(m.r, resume_atom::value, run->token);
-  if (!ok && run->attempt < st.args.env->cfg.async_training.sync_retries) {
+  if (!ok && run->attempt < st.args.env->params.sync.retries) {
     // Retried after a short pause: a crashed rollouter's replacement has time to arrive.
     ++run->attempt;
     ++st.retries;
     spdlog::warn("synchronizer: {}; retry {} of {}", why, run->attempt,
-                 st.args.env->cfg.async_training.sync_retries);
+                 st.args.env->params.sync.retries);
     st.retrying = run;
     self->delayed_send(self, std::chrono::milliseconds(100 * run->attempt), retry_atom::value);
     return;
@@ -165,7 +165,7 @@ void next_phase(sync_ptr self, std::shared_ptr<sync_run> run) {
       // the next token boundary; without, it drains the responses in flight, which gets its
       // own, larger bound.
       run->phase = sync_phase::pause;
-      const auto& at = st.args.env->cfg.async_training;
+      const auto& at = st.args.env->params.sync;
       const bool drains = !st.args.env->plan.partial_rollout;
       const auto timeout =
           std::chrono::milliseconds(drains ? at.drain_timeout_ms : at.sync_timeout_ms);
@@ -201,7 +201,7 @@ void next_phase(sync_ptr self, std::shared_ptr<sync_run> run) {
       // copy); a node's agent loads the version it staged into all of its rollouters.
       run->phase = sync_phase::load;
       const auto timeout =
-          std::chrono::milliseconds(st.args.env->cfg.async_training.sync_timeout_ms);
+          std::chrono::milliseconds(st.args.env->params.sync.sync_timeout_ms);
       for (auto& [w, m] : st.members)
         if (!m.agent) run->workers.insert(w);
       for (auto& [addr, n] : st.nodes)
@@ -253,7 +253,7 @@ void stage_node(sync_ptr self, caf::actor agent, int64_t version,
   sp.version = version;
   sp.packed = std::move(packed);
   sp.digest = std::move(digest);
-  sp.chunk_bytes = self->state.args.env->cfg.cluster.chunk_bytes;
+  sp.chunk_bytes = self->state.args.env->params.sync.chunk_bytes;
   sp.timeout = self->state.remote_timeout();
   stage_weights(self, caf::actor_cast<node_agent_actor>(agent), std::move(sp), std::move(done));
 }

@@ -104,10 +104,10 @@ void finish_stop(trainer_ptr self) {
 double evaluate_now(trainer_ptr self) {
   compute_region cpu;
   auto& st = self->state;
-  const auto& cfg = st.args.env->cfg;
+  const auto& tp = st.args.env->params.trainer;
   if (!st.eval_model) {
     st.eval_model = CausalLM(st.args.env->model);
-    st.eval_model->to(torch::Device(trainer_device(cfg.trainer, cfg.runtime)));
+    st.eval_model->to(torch::Device(tp.device));
     st.eval_model->eval();
   }
   const auto& policy = *st.pt->policy();
@@ -117,7 +117,7 @@ double evaluate_now(trainer_ptr self) {
                        on_accelerator(policy) ? snapshot_place::device : snapshot_place::host),
       /*alias=*/false);
   return evaluate(st.eval_model.ptr(), *st.args.env->tokenizer, st.args.env->prompt, st.args.test,
-                  greedy_eval_options(cfg.eval, cfg.runtime.seed))
+                  greedy_eval_options(tp.eval, static_cast<int64_t>(tp.seed)))
       .pass1;
 }
 
@@ -133,7 +133,7 @@ void train_micro(trainer_state& st, const std::vector<const scored_sample*>& mb)
 // groups in group-id order (the same partition whatever order they arrived in); otherwise the
 // open, part-filled micro-batch of unaligned micro-batches, if any.
 void train_pending(trainer_state& st) {
-  const auto& tr = st.args.env->cfg.trainer;
+  const auto& tr = st.args.env->params.trainer;
   if (tr.micro_batch_tokens > 0 && tr.group_aligned_micro_batches) {
     std::vector<const scored_group*> groups;
     for (const auto& g : st.step_groups)
@@ -198,7 +198,7 @@ void consume(trainer_ptr self, const scored_group& g) {
     }
     if (s.interruptions > 0) ++st.acc.partial;
   }
-  const auto& tr = st.args.env->cfg.trainer;
+  const auto& tr = st.args.env->params.trainer;
   const auto micro = static_cast<size_t>(tr.micro_batch_size);
   ++st.counts.trained;
   if (tr.micro_batch_tokens > 0) {
@@ -242,7 +242,7 @@ void consume(trainer_ptr self, const scored_group& g) {
 // policy is also the weights that generated (or will generate) the next window's groups.
 bool at_checkpoint_boundary(trainer_ptr self) {
   const auto& st = self->state;
-  return st.args.env->cfg.async_training.mode == async_mode::fully_async || st.steps_in_sync == 0;
+  return st.plan.mode == async_mode::fully_async || st.steps_in_sync == 0;
 }
 
 // The trainer's state after its last completed step. Groups consumed into the step that has
@@ -267,7 +267,7 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
   c.state = st.pt->save_state();
   // In the rollouters' dtype: on resume they load exactly what they held.
   c.rollout_weights =
-      snapshot_weights(*st.pt->policy(), st.pt->version(), rollout_weights_dtype(*st.args.env));
+      snapshot_weights(*st.pt->policy(), st.pt->version(), rollout_weights_dtype(st.args.env->params.rollouter));
   return c;
 }
 
@@ -288,7 +288,7 @@ void publish(trainer_ptr self) {
   auto snap = [&] {
     compute_region cpu;
     const auto& policy = *st.pt->policy();
-    return snapshot_weights(policy, st.pt->version(), rollout_weights_dtype(*st.args.env),
+    return snapshot_weights(policy, st.pt->version(), rollout_weights_dtype(st.args.env->params.rollouter),
                             on_accelerator(policy) ? snapshot_place::device : snapshot_place::host);
   }();
   self->request(st.args.synchronizer, caf::infinite, publish_atom::value, std::move(snap))
@@ -360,7 +360,7 @@ void do_step(trainer_ptr self) {
   st.acc = step_acc{};
   st.step_start = clock::now();  // the next step's time excludes this step's evaluation
   st.groups_in_step = 0;
-  const auto crash_at = st.args.env->cfg.faults.crash_trainer_at_step;
+  const auto crash_at = st.args.env->params.trainer.crash_at_step;
   if (crash_at > 0 && st.step == crash_at && !st.resumed)
     throw std::runtime_error("injected fault: trainer crash after step " + std::to_string(st.step));
   if (st.step >= plan.total_steps) {
@@ -398,7 +398,7 @@ void process_buffer(trainer_ptr self) {
   // Work-conserving unaligned micro-batches: nothing more is ready, so waiting for the open
   // micro-batch to fill would only idle the trainer (at the start of a periodic step it would
   // wait for micro_batch_size / G groups). The next pull collects what arrives meanwhile.
-  const auto& tr = st.args.env->cfg.trainer;
+  const auto& tr = st.args.env->params.trainer;
   if (!tr.group_aligned_micro_batches && tr.eager_micro_batches && st.queue_drained &&
       !st.finished && !gathering(self))
     train_pending(st);
@@ -420,11 +420,9 @@ void adopt_live(trainer_ptr self) {
   auto& st = self->state;
   st.live = *st.pending_live;
   st.pending_live.reset();
-  auto cfg = st.args.env->cfg;
-  cfg.async_training.staleness_threshold = st.live.staleness_threshold;
-  cfg.async_training.max_staleness = st.live.max_staleness;
-  cfg.async_training.trigger_parameter_sync_step = st.live.trigger_parameter_sync_step;
-  st.plan = make_schedule(schedule_params_from(cfg));
+  auto tp = st.args.env->params.trainer;
+  apply_live_settings(tp, st.live);
+  st.plan = make_schedule(tp.schedule);
   st.pt->set_lr(st.live.lr);
   const auto every = st.live.checkpoint_every_steps;
   st.next_checkpoint = every > 0 ? (st.step / every + 1) * every : 0;
@@ -498,20 +496,15 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   pin_role_thread(*st.args.env, st.args.env->cores.trainer, "trainer");
   set_torch_threads(st.args.env->trainer_threads);
   compute_region cpu;  // building the model and loading the weights
-  const auto& cfg = st.args.env->cfg;
+  const auto& tp = st.args.env->params.trainer;
   st.plan = st.args.env->plan;
-  st.live = live_settings{cfg.async_training.staleness_threshold,
-                          cfg.async_training.max_staleness,
-                          cfg.async_training.trigger_parameter_sync_step,
-                          cfg.trainer.lr,
-                          cfg.checkpoint.every_steps,
-                          cfg.eval.every_steps};
+  st.live = live_settings_of(tp);
   CausalLM policy(st.args.env->model);
-  policy->to(torch::Device(trainer_device(cfg.trainer, cfg.runtime)));
+  policy->to(torch::Device(tp.device));
   load_snapshot(*policy, st.args.initial, /*alias=*/false);
   for (auto& p : policy->parameters())
     p.set_requires_grad(true);
-  st.pt = std::make_unique<policy_trainer>(policy, policy_trainer_params_from(cfg));
+  st.pt = std::make_unique<policy_trainer>(policy, tp.policy);
   st.pt->set_version(st.args.initial.version);
   if (st.args.restore) {
     auto& r = *st.args.restore;
@@ -524,8 +517,8 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
     st.resumed = true;
     st.args.restore.reset();  // the tensors are in the trainer now
   }
-  if (cfg.checkpoint.every_steps > 0)
-    st.next_checkpoint = (st.step / cfg.checkpoint.every_steps + 1) * cfg.checkpoint.every_steps;
+  if (tp.checkpoint_every_steps > 0)
+    st.next_checkpoint = (st.step / tp.checkpoint_every_steps + 1) * tp.checkpoint_every_steps;
   install_exception_handler(self, "trainer");
 
   return {

@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
            "runtime.log_level=error"});
   auto tok = char_tokenizer::builtin();
   auto env = make_env(
-      lc->cfg,
+      make_role_params(lc->cfg),
       model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
       std::make_shared<char_tokenizer>(tok), /*detached=*/true);
 

@@ -147,7 +147,7 @@ env_ptr make_bench_env(const std::vector<std::string>& overrides) {
   auto lc = load_config("", overrides);
   auto tok = char_tokenizer::builtin();
   return make_env(
-      lc->cfg,
+      make_role_params(lc->cfg),
       model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
       std::make_shared<char_tokenizer>(tok), /*detached=*/true);
 }
@@ -203,7 +203,7 @@ actor_run run_actor(const env_ptr& env, const std::vector<item>& items, int64_t 
     }
   };
   actor_run warm, r;
-  const int64_t workers = env->cfg.reward.num_workers;
+  const int64_t workers = env->params.reward.reward.num_workers;
   for (int64_t i = 0; i < workers; ++i)  // one group per worker: every scorer is started
     self->send(reward, score_atom::value, group(static_cast<uint64_t>(i)));
   await(workers, &warm);

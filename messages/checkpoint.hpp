@@ -30,17 +30,7 @@ struct trainer_checkpoint {
   weight_snapshot rollout_weights;  // the policy at `step` (float32), for the rollouters
 };
 
-/// The data loader: where the schedule stands.
-struct loader_state {
-  int64_t epoch = 0;
-  uint64_t pos = 0;         // cursor in the epoch's order
-  uint64_t next_group = 0;  // the next group id (selects the RNG streams)
-  uint64_t next_seq = 0;    // the next schedule position
-  // Prompts to generate before any new one, in order: those in flight at the checkpoint (with
-  // their group ids, so that a regenerated group draws the same random numbers), then those
-  // sent back by the queue for regeneration.
-  std::vector<prompt_task> retry;
-};
+// loader_state (where the data loader stands) is the loader's: runtime/task/prompt_loader.hpp.
 
 /// Everything but the tensors.
 struct run_state {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/role_params.hpp"
 #include "runtime/cluster/weight_chunks.hpp"
 
 namespace asyncrl {
@@ -26,7 +27,7 @@ struct join_request {
 
 /// The controller's answer: what the worker needs to build its rollouters.
 struct join_reply {
-  std::string config_yaml;   // the run's resolved config
+  worker_setup setup;        // the run's parameters for this worker's rollouters
   int32_t first_worker = 0;  // its rollouters are workers first_worker .. first_worker + n - 1
   caf::actor queue;          // queue_actor
   caf::actor reward;         // reward_actor
@@ -70,7 +71,7 @@ typename Inspector::result_type inspect(Inspector& f, join_request& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
-  return f(caf::meta::type_name("join_reply"), x.config_yaml, x.first_worker, x.queue, x.reward,
+  return f(caf::meta::type_name("join_reply"), x.setup, x.first_worker, x.queue, x.reward,
            x.controller);
 }
 

@@ -16,19 +16,14 @@
 #include <vector>
 
 #include "messages/float_bits.hpp"
+#include "runtime/task/prompt_loader.hpp"
 #include "runtime/train/samples.hpp"
 #include "runtime/train/update_stats.hpp"
 
 namespace asyncrl {
 
-/// One prompt handed to a rollouter: it generates `rollout.n` responses for it.
-struct prompt_task {
-  uint64_t group_id = 0;      // unique per dispatched prompt; selects the RNG streams
-  uint64_t prompt_index = 0;  // position in the training data
-  uint64_t seq = 0;           // position in the run's prompt schedule: trained exactly once
-  std::vector<int32_t> prompt;
-  std::string ground_truth;
-};
+// prompt_task (one prompt handed to a rollouter) is the data loader's:
+// runtime/task/prompt_loader.hpp.
 
 /// A rollouter's cumulative counters, pushed to the controller as they change.
 struct rollout_progress {

@@ -12,7 +12,7 @@ env_ptr tiny_env(const std::vector<std::string>& overrides) {
   auto lc = tiny_run_config(overrides);
   auto tok = char_tokenizer::builtin();
   return make_env(
-      lc->cfg,
+      make_role_params(lc->cfg),
       model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
       std::make_shared<char_tokenizer>(tok), /*detached=*/false);
 }

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "actors/controller.hpp"
+#include "actors/metrics_log.hpp"
 #include "runtime/common/cpu_affinity.hpp"
 #include "runtime/common/cpu_time.hpp"
 #include "runtime/common/omp_team.hpp"
@@ -109,7 +109,7 @@ TEST(EnvAffinity, SplitsByThreadCountsAndFailsClearly) {
   auto env_of = [&](const std::vector<std::string>& o) {
     auto lc = test::tiny_run_config(o);
     return make_env(
-        lc->cfg,
+        make_role_params(lc->cfg),
         model_config::from_init(lc->cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id()),
         std::make_shared<char_tokenizer>(tok), /*detached=*/false);
   };

@@ -23,13 +23,17 @@
 #include <vector>
 
 #include "actors/controller.hpp"
+#include "actors/metrics_log.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
+#include "tests/test_builders.hpp"
 #include "tests/tiny_model.hpp"
 
 namespace asyncrl {
 namespace {
+
+using test::make_queue_stats;
 
 // A payload nobody registered: serializing it inside a message must fail.
 struct unregistered_payload {
@@ -177,11 +181,6 @@ scored_group make_group(uint64_t k) {
   return g;
 }
 
-queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107,   119,  120,        108,     109,
-          110, 111, 112, 113, 114, 115, "eta", true, {116, 117}, {0, 118}};
-}
-
 std::shared_ptr<weight_blob> make_blob() {
   auto b = std::make_shared<weight_blob>();
   b->names = {"embed.weight", "layers.0.attn.qkv", "scale", "empty"};
@@ -228,49 +227,12 @@ run_result make_run_result() {
   return r;
 }
 
-// Every field a distinct non-default value, so a field that inspect() leaves out comes back
-// as its default and fails the comparison.
-update_stats make_update_stats() {
-  update_stats u;
-  double next = 1.5;
-  for_each_field(u, [&](const char*, auto& v) {
-    using T = std::decay_t<decltype(v)>;
-    if constexpr (std::is_same_v<T, bool>)
-      v = true;
-    else
-      v = static_cast<T>(next);
-    next += 1.0;
-  });
-  return u;
-}
-
 step_report make_step_report() {
-  return {1,
-          2,
-          make_update_stats(),
-          3.5,
-          4.5,
-          5,
-          6,
-          7.5,
-          8,
-          9,
-          10,
-          11,
-          12.5,
-          13.5,
-          13.75,    // first_group_ms
-          13.875,   // last_group_ms
-          13.9375,  // first_train_ms
-          14.5,
-          15,
-          16.5,
-          make_queue_stats(),
-          17,
-          18,
-          19.5,
-          20.5,
-          {21, 1ULL << 50}};
+  test::step_report_values v;
+  v.accuracy = 4.5, v.partial_ratio = 7.5, v.sync_bytes = 15, v.params_checksum = 16.5;
+  v.eval_accuracy = 19.5, v.first_group_ms = 13.75, v.last_group_ms = 13.875;
+  v.first_train_ms = 13.9375;
+  return test::make_step_report(v);
 }
 
 class Messages : public ::testing::Test {

@@ -16,6 +16,7 @@
 #include "runtime/train/losses.hpp"
 #include "runtime/train/policy_trainer.hpp"
 #include "tests/tiny_model.hpp"
+#include "tests/trainer_samples.hpp"
 
 using namespace asyncrl;
 
@@ -32,29 +33,10 @@ CausalLM fresh_policy() {
 // response has version j % 3, so the decoupled losses see d = 2, 1 and 0 in every response.
 // Log-probs and advantages are filled in by the test.
 std::vector<scored_sample> make_batch(uint64_t seed) {
-  rng_stream rng(seed, 1, 1);
-  uint64_t c = 0;
-  auto draw = [&](int lo, int hi) { return lo + static_cast<int>(rng.bits(c++) % (hi - lo + 1)); };
-  std::vector<scored_sample> out;
-  for (int g = 0; g < kGroups; ++g) {
-    std::vector<int32_t> prompt{1};
-    for (int i = draw(2, 5); i > 0; --i)
-      prompt.push_back(draw(3, 22));
-    for (int k = 0; k < kG; ++k) {
-      scored_sample s;
-      s.group_id = static_cast<uint64_t>(g);
-      s.index = static_cast<uint32_t>(k);
-      s.uid = static_cast<uint64_t>(g * kG + k);
-      s.prompt = prompt;
-      for (int j = 0, n = draw(3, 7); j < n; ++j) {
-        s.response.push_back(draw(3, 22));
-        s.logprobs.push_back(0.f);
-        s.versions.push_back(j % 3);
-      }
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
+  test::sample_draw d;
+  d.groups = kGroups, d.group_size = kG, d.prompt_max = 5, d.response_min = 3, d.response_max = 7;
+  d.scored = false, d.version_cycle = 3;
+  return test::random_samples(d, seed);
 }
 
 // Log-probs (Lr,) of one response under `model`, in the model's dtype, from a plain causal

@@ -26,30 +26,10 @@ namespace {
 
 // `groups` prompts with `G` responses each; token ids, lengths and advantages from `seed`.
 std::vector<scored_sample> make_samples(int groups, int G, uint64_t seed, int64_t version = 0) {
-  rng_stream rng(seed, 1, 1);
-  uint64_t c = 0;
-  auto draw = [&](int lo, int hi) { return lo + static_cast<int>(rng.bits(c++) % (hi - lo + 1)); };
-  std::vector<scored_sample> out;
-  for (int g = 0; g < groups; ++g) {
-    std::vector<int32_t> prompt{1};
-    for (int i = draw(2, 6); i > 0; --i)
-      prompt.push_back(draw(3, 22));
-    for (int k = 0; k < G; ++k) {
-      scored_sample s;
-      s.group_id = static_cast<uint64_t>(g);
-      s.index = static_cast<uint32_t>(k);
-      s.uid = static_cast<uint64_t>(g * G + k);
-      s.prompt = prompt;
-      for (int i = draw(2, 9); i > 0; --i) {
-        s.response.push_back(draw(3, 22));
-        s.logprobs.push_back(-static_cast<float>(rng.uniform(c++) * 3));
-        s.versions.push_back(version);
-      }
-      s.advantage = rng.uniform(c++) * 2 - 1;
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
+  test::sample_draw d;
+  d.groups = groups, d.group_size = G, d.prompt_max = 6, d.response_min = 2, d.response_max = 9;
+  d.version = version;
+  return test::random_samples(d, seed);
 }
 
 policy_trainer_params settings(loss_kind loss,

@@ -39,6 +39,7 @@
 
 #include "messages/type_ids.hpp"
 #include "runtime/console/commands.hpp"
+#include "tests/test_builders.hpp"
 
 extern char** environ;
 
@@ -48,6 +49,9 @@ extern char** environ;
 
 namespace asyncrl {
 namespace {
+
+using test::make_queue_stats;
+using test::make_step_report;
 
 // The child process --------------------------------------------------------------------------
 
@@ -237,37 +241,6 @@ prompt_task make_prompt(uint64_t k) {
   return {(1ULL << 62) + k, 77 + k, (1ULL << 45) + k, {1, -2, 3, 40000}, "ground \"truth\"\n"};
 }
 
-queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107,   119,  120,        108,     109,
-          110, 111, 112, 113, 114, 115, "eta", true, {116, 117}, {0, 118}};
-}
-
-update_stats make_update_stats() {
-  update_stats u;
-  double next = 1.5;
-  for_each_field(u, [&](const char*, auto& v) {
-    using T = std::decay_t<decltype(v)>;
-    if constexpr (std::is_same_v<T, bool>)
-      v = true;
-    else
-      v = static_cast<T>(next);
-    next += 1.0;
-  });
-  return u;
-}
-
-step_report make_step_report() {
-  step_report r;
-  r.step = 1, r.policy_version = 2, r.update = make_update_stats(), r.reward_mean = 3.5;
-  r.accuracy = 0.25, r.samples = 5, r.stale_samples = 6, r.partial_ratio = 0.125;
-  r.max_partial_span = 8, r.groups_trained = 9, r.filtered_groups = 10, r.reward_failures = 11;
-  r.step_ms = 12.5, r.trainer_idle_ms = 13.5, r.sync_time_ms = 14.5, r.sync_bytes = 1LL << 34;
-  r.params_checksum = -16.5, r.queue = make_queue_stats(), r.prox_version = 17;
-  r.out_of_order_groups = 18, r.eval_accuracy = 0.5, r.eval_time_s = 20.5;
-  r.group_ids = {21, 1ULL << 50};
-  return r;
-}
-
 std::shared_ptr<const weight_blob> make_blob(float scale) {
   auto b = std::make_shared<weight_blob>();
   b->names = {"embed.weight", "layers.0.attn.qkv", "scale", "empty"};
@@ -368,7 +341,26 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   });
   s.type(std::vector<uint64_t>{0, 1ULL << 63, 42});
   s.type(join_request{"worker-host", 4321, 3, local});
-  s.type(join_reply{"algorithm:\n  eta: 1\n", 8, local, remote, caf::actor{}});
+  {
+    // Every field away from its default, so a field left out of an inspect() fails here.
+    worker_setup ws;
+    ws.rollouter.device = "cuda:1";
+    ws.rollouter.dtype = rollout_dtype::bf16;
+    ws.rollouter.temperature = 0.7;
+    ws.rollouter.max_new_tokens = 99;
+    ws.rollouter.partial_rollout = true;
+    ws.rollouter.workload.median = 77;
+    ws.rollouter.sync_delay_ms = 5;
+    ws.node.rollouters = 3;
+    ws.node.affinity = cpu_affinity::roles;
+    ws.node.chat_template = chat_format::qwen;
+    ws.node.system_prompt = "be brief";
+    ws.model.path = "/models/m";
+    ws.model.init.arch = model_arch::llama;
+    ws.model.init.rope_theta = 5e5;
+    ws.seed = 9;
+    s.type(join_reply{ws, 8, local, remote, caf::actor{}});
+  }
   s.type(make_chunk());
   s.type(console_request{static_cast<int32_t>(console_cmd::set), {"trainer.lr", "1e-5"}, true});
   s.type(console_reply{true, "", "{\"key\": \"trainer.lr\", \"effective_step\": 17}"});

@@ -267,25 +267,47 @@ int32_t chunks_of(const weight_snapshot& w) {
   return chunk_count(static_cast<int64_t>(pack_weights(w).size()), chunk_bytes);
 }
 
-TEST(SynchronizerNodes, JoinStagesTheCurrentWeightsInChunksThenLaunches) {
+// What every test sets up: the actor system, the log the fakes write, the fake node agent's
+// switches, and (once start() has spawned them) the agent and the synchronizer. A test spawns
+// its rollouters first, then calls start(), in the order the tests have always spawned them:
+// the test coordinator runs the actors in that order.
+class SynchronizerNodes : public ::testing::Test {
+ protected:
+  // A fake rollouter named `name` that writes to `log`; with `hang` it never answers a pause.
+  rollouter_actor rollouter(std::string name, bool hang = false) {
+    return fake_rollouter(cs, log, std::move(name), hang);
+  }
+
+  // Spawns the node agent, which launches the `remote` rollouters, then the synchronizer with
+  // the `local` rollouters, `env`, and `initial` as its current weights.
+  void start(std::vector<rollouter_actor> local, const std::vector<rollouter_actor>& remote,
+             const env_ptr& env = cluster_env(), weight_snapshot initial = make_weights(0, 1.f)) {
+    for (const auto& r : remote)
+      ctl->launched.push_back(caf::actor_cast<caf::actor>(r));
+    agent = fake_agent(cs, log, ctl);
+    sync = make_sync(cs, env, log, std::move(initial), std::move(local));
+  }
+
+  test::coordinated_system cs;  // first in, last out: it kills the tracked actors
+  log_ptr log = std::make_shared<log_t>();
+  ctl_ptr ctl = std::make_shared<agent_ctl>();
+  node_agent_actor agent;
+  synchronizer_actor sync;
+};
+
+TEST_F(SynchronizerNodes, JoinStagesTheCurrentWeightsInChunksThenLaunches) {
   // Fails if: the chunks are cut, ordered or numbered wrongly, or the digest is not that of
   // pack_weights(current) (the assembler refuses, or the bytes differ); more than 4 chunks are in
   // flight, or the window stalls; launch is sent before the last chunk is acknowledged (the node
   // would launch rollouters without weights), or names another version; the joiner gets
   // something other than the handles the agent launched.
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env();
   auto w0 = make_weights(3, 1.f);
   const auto packed = pack_weights(w0);
   const auto n = chunks_of(w0);
   ASSERT_GT(n, 4) << "the weights must need more chunks than the window holds";
-  auto remote = fake_rollouter(cs, log, "remote");
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto remote = rollouter("remote");
   ctl->hold_stage = true;
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, w0, {});
+  start({}, {remote}, cluster_env(), w0);
   auto joined = request_join(cs, sync, agent, 0, 1);
   // Acknowledge the chunks one at a time, oldest first; between acks, count those in flight.
   size_t most = 0;
@@ -321,22 +343,16 @@ TEST(SynchronizerNodes, JoinStagesTheCurrentWeightsInChunksThenLaunches) {
   EXPECT_TRUE(log->lost.empty());
 }
 
-TEST(SynchronizerNodes, PublishStagesFirstThenPausesLoadsAndResumesLocalAndRemote) {
+TEST_F(SynchronizerNodes, PublishStagesFirstThenPausesLoadsAndResumesLocalAndRemote) {
   // Fails if: a pause is sent before the node holds the whole new version (the pause would then
   // cover the transfer, or a load could find nothing staged); the two rollouters get different
   // tokens or a resume without their pause's token (a rollouter paused forever); the remote
   // rollouter gets the snapshot itself or the agent loads more than once (one copy per node);
   // the local rollouter gets another snapshot, or a copy; the queue hears of v1 before every
   // load is done (a new staleness window under old weights).
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env();
-  auto local = fake_rollouter(cs, log, "local");
-  auto remote = fake_rollouter(cs, log, "remote");
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  auto local = rollouter("local");
+  auto remote = rollouter("remote");
+  start({local}, {remote});
   ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
   log->events.clear();
 
@@ -395,21 +411,15 @@ TEST(SynchronizerNodes, PublishStagesFirstThenPausesLoadsAndResumesLocalAndRemot
   EXPECT_TRUE(log->failures.empty());
 }
 
-TEST(SynchronizerNodes, ANodeThatFailsItsLoadIsDroppedAndLeftOutOfTheNextSync) {
+TEST_F(SynchronizerNodes, ANodeThatFailsItsLoadIsDroppedAndLeftOutOfTheNextSync) {
   // Fails if: a node's load error fails the whole sync (or the run) instead of dropping the
   // node; the controller is not told which agent was lost (its work would never be
   // regenerated); the dropped node stays a member and the next publish stages, pauses or loads
   // it again (every later sync would fail or hang on a dead node).
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env();
-  auto local = fake_rollouter(cs, log, "local");
-  auto remote = fake_rollouter(cs, log, "remote");
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
+  auto local = rollouter("local");
+  auto remote = rollouter("remote");
   ctl->fail_load = true;
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  start({local}, {remote});
   ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
   log->events.clear();
 
@@ -445,19 +455,13 @@ TEST(SynchronizerNodes, ANodeThatFailsItsLoadIsDroppedAndLeftOutOfTheNextSync) {
   EXPECT_TRUE(log->failures.empty());
 }
 
-TEST(SynchronizerNodes, ANodeThatNeverAcknowledgesAChunkIsDroppedAtTheDeadline) {
+TEST_F(SynchronizerNodes, ANodeThatNeverAcknowledgesAChunkIsDroppedAtTheDeadline) {
   // Fails if: stage requests carry no deadline (the sync waits forever for a silent node); a
   // stage failure does not move the sync on (it hangs after the drop) or fails it; the silent
   // node's rollouter is paused although the node never got the weights (it would stay paused).
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env({"cluster.request_timeout_ms=500"});
-  auto local = fake_rollouter(cs, log, "local");
-  auto remote = fake_rollouter(cs, log, "remote");
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  auto local = rollouter("local");
+  auto remote = rollouter("remote");
+  start({local}, {remote}, cluster_env({"cluster.request_timeout_ms=500"}));
   ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
   log->events.clear();
   ctl->hold_stage = true;  // from now on the node takes chunks and never answers
@@ -492,19 +496,13 @@ TEST(SynchronizerNodes, ANodeThatNeverAcknowledgesAChunkIsDroppedAtTheDeadline) 
   EXPECT_TRUE(log->failures.empty());
 }
 
-TEST(SynchronizerNodes, ARemoteRollouterThatNeverAnswersItsPauseDropsItsNode) {
+TEST_F(SynchronizerNodes, ARemoteRollouterThatNeverAnswersItsPauseDropsItsNode) {
   // Fails if: a remote rollouter's pause failure fails the sync (and, after the retries, the
   // run) as a local one does, instead of dropping its node; the dropped node's agent is still
   // asked to load; the local rollouter is not loaded and resumed with its pause's token.
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env({"async_training.sync_retries=0"});
-  auto local = fake_rollouter(cs, log, "local");
-  auto remote = fake_rollouter(cs, log, "remote", /*hang=*/true);
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  auto local = rollouter("local");
+  auto remote = rollouter("remote", /*hang=*/true);
+  start({local}, {remote}, cluster_env({"async_training.sync_retries=0"}));
   ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
   log->events.clear();
 
@@ -531,22 +529,16 @@ TEST(SynchronizerNodes, ARemoteRollouterThatNeverAnswersItsPauseDropsItsNode) {
   EXPECT_TRUE(log->failures.empty()) << log->failures.front();
 }
 
-TEST(SynchronizerNodes, LeaveOfARemoteWorkerWaitingOnItsPauseLetsTheSyncComplete) {
+TEST_F(SynchronizerNodes, LeaveOfARemoteWorkerWaitingOnItsPauseLetsTheSyncComplete) {
   // A node with two rollouters; one never answers its pause and then leaves (its process lost
   // it). Fails if: leave does not take the worker out of the running sync (the sync waits for
   // its pause until the deadline, and then drops the whole node); the node's other rollouter is
   // not loaded (through the agent, once) or not resumed; the late failure of the departed
   // worker's pause, when its deadline fires after the sync, still drops the node.
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env();
-  auto local = fake_rollouter(cs, log, "local");
-  auto ra = fake_rollouter(cs, log, "ra", /*hang=*/true);
-  auto rb = fake_rollouter(cs, log, "rb");
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(ra), caf::actor_cast<caf::actor>(rb)};
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  auto local = rollouter("local");
+  auto ra = rollouter("ra", /*hang=*/true);
+  auto rb = rollouter("rb");
+  start({local}, {ra, rb});
   ASSERT_TRUE(join_now(cs, sync, agent, 1, 2));  // ra is worker 1, rb worker 2
   log->events.clear();
 
@@ -583,19 +575,13 @@ TEST(SynchronizerNodes, LeaveOfARemoteWorkerWaitingOnItsPauseLetsTheSyncComplete
   EXPECT_TRUE(log->failures.empty()) << log->failures.front();
 }
 
-TEST(SynchronizerNodes, LeaveOfANodesLastWorkerMidSyncSkipsTheNode) {
+TEST_F(SynchronizerNodes, LeaveOfANodesLastWorkerMidSyncSkipsTheNode) {
   // The node's only rollouter never answers its pause and leaves. Fails if: the node outlives
   // its last worker (its agent is still asked to load, or the sync waits for it); the sync does
   // not complete for the local rollouter without a deadline.
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env();
-  auto local = fake_rollouter(cs, log, "local");
-  auto remote = fake_rollouter(cs, log, "remote", /*hang=*/true);
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  auto local = rollouter("local");
+  auto remote = rollouter("remote", /*hang=*/true);
+  start({local}, {remote});
   ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
   log->events.clear();
 
@@ -627,21 +613,15 @@ TEST(SynchronizerNodes, LeaveOfANodesLastWorkerMidSyncSkipsTheNode) {
   EXPECT_TRUE(log->failures.empty());
 }
 
-TEST(SynchronizerNodes, LeaveOfANodeWaitingOnItsLoadCompletesTheSync) {
+TEST_F(SynchronizerNodes, LeaveOfANodeWaitingOnItsLoadCompletesTheSync) {
   // The segfault of a SIGKILLed or cut-off worker (cluster_kill, the partition tests): the sync
   // waits only for the node's load when the node leaves. The leave completed the sync from
   // inside next_phase, and finish() reset the running attempt that next_phase held by reference
   // (a null dereference). Fails if: the synchronizer crashes; the sync does not complete for the
   // local rollouter without a deadline; the local rollouter is not resumed.
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env();
-  auto local = fake_rollouter(cs, log, "local");
-  auto remote = fake_rollouter(cs, log, "remote");
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {local});
+  auto local = rollouter("local");
+  auto remote = rollouter("remote");
+  start({local}, {remote});
   ASSERT_TRUE(join_now(cs, sync, agent, 1, 1));
   log->events.clear();
   ctl->hold_load = true;
@@ -662,20 +642,14 @@ TEST(SynchronizerNodes, LeaveOfANodeWaitingOnItsLoadCompletesTheSync) {
   EXPECT_TRUE(log->failures.empty()) << log->failures.front();
 }
 
-TEST(SynchronizerNodes, LeaveOfTheOnlyNodeMidStageCompletesTheSyncWithNobody) {
+TEST_F(SynchronizerNodes, LeaveOfTheOnlyNodeMidStageCompletesTheSyncWithNobody) {
   // Every rollouter is remote on one node, and the node is partitioned away while its chunks
   // are unacknowledged (the controller cut from every worker). Fails if: the synchronizer
   // crashes (the same reset-under-reference as above, reached through the stage phase with no
   // member left to pause); the sync waits for a deadline; it reports a failure instead of a
   // version that no rollouter holds yet (the rejoining workers get it at their join).
-  test::coordinated_system cs;
-  auto log = std::make_shared<log_t>();
-  auto env = cluster_env();
-  auto remote = fake_rollouter(cs, log, "remote");
-  auto ctl = std::make_shared<agent_ctl>();
-  ctl->launched = {caf::actor_cast<caf::actor>(remote)};
-  auto agent = fake_agent(cs, log, ctl);
-  auto sync = make_sync(cs, env, log, make_weights(0, 1.f), {});
+  auto remote = rollouter("remote");
+  start({}, {remote});
   ASSERT_TRUE(join_now(cs, sync, agent, 0, 1));
   log->events.clear();
   ctl->hold_stage = true;

@@ -23,30 +23,9 @@ namespace {
 
 // `n` prompts with 3 responses each, tokens, behaviour log-probs and advantages from `seed`.
 std::vector<scored_sample> make_samples(int n, uint64_t seed) {
-  rng_stream rng(seed, 1, 1);
-  uint64_t c = 0;
-  auto draw = [&](int lo, int hi) { return lo + static_cast<int>(rng.bits(c++) % (hi - lo + 1)); };
-  std::vector<scored_sample> out;
-  for (int g = 0; g < n; ++g) {
-    std::vector<int32_t> prompt{1};
-    for (int i = draw(2, 5); i > 0; --i)
-      prompt.push_back(draw(3, 22));
-    for (int k = 0; k < 3; ++k) {
-      scored_sample s;
-      s.group_id = static_cast<uint64_t>(g);
-      s.index = static_cast<uint32_t>(k);
-      s.uid = static_cast<uint64_t>(g * 3 + k);
-      s.prompt = prompt;
-      for (int i = draw(2, 7); i > 0; --i) {
-        s.response.push_back(draw(3, 22));
-        s.logprobs.push_back(-static_cast<float>(rng.uniform(c++) * 3));
-        s.versions.push_back(0);
-      }
-      s.advantage = rng.uniform(c++) * 2 - 1;
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
+  test::sample_draw d;
+  d.groups = n, d.group_size = 3, d.prompt_max = 5, d.response_min = 2, d.response_max = 7;
+  return test::random_samples(d, seed);
 }
 
 // GRPO against the old policy with a KL term: old and reference both enter the loss, so a

@@ -74,7 +74,7 @@ run_result run_actors(const run_config& cfg, const model_bundle& policy, const t
                       const train_paths& paths, const std::string& config_yaml,
                       std::optional<resume_point> from, bool show_progress) {
   controller_args ca;
-  ca.env = make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true);
+  ca.env = make_env(make_role_params(cfg), policy.config, policy.tokenizer, /*detached=*/true);
   if (const auto& cores = ca.env->cores; !cores.trainer.empty() || !cores.rollouters.empty()) {
     std::string roles = "trainer on CPUs " + cpu_list_string(cores.trainer);
     for (size_t i = 0; i < cores.rollouters.size(); ++i)

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "actors/env.hpp"
@@ -47,6 +48,25 @@ void check_local(const std::vector<std::string>& overrides) {
                          keys);
     }
   }
+}
+
+std::set<std::string> keys_of(const std::vector<std::string>& overrides) {
+  std::set<std::string> keys;
+  for (auto& o : overrides)
+    keys.insert(o.substr(0, o.find('=')));
+  return keys;
+}
+
+// The run's parameters with what this node set itself (kLocalKeys on its command line): its
+// device (rollout.device, else runtime.device), threads, CPU pinning and model directory.
+worker_setup with_local_settings(worker_setup s, const run_config& own,
+                                 const std::set<std::string>& given) {
+  if (given.count("rollout.device") || given.count("runtime.device"))
+    s.rollouter.device = rollout_device(own.rollout, own.runtime);
+  if (given.count("rollout.threads")) s.node.rollout_threads = own.rollout.threads;
+  if (given.count("runtime.affinity")) s.node.affinity = own.runtime.affinity;
+  if (given.count("model.path")) s.model.path = own.model.path;
+  return s;
 }
 
 std::string hostname() {
@@ -116,16 +136,27 @@ int run_worker_command(const worker_options& opt) {
   const auto secret = read_run_secret(opt.secret_file, "");
   // The CPUs this process may use (taskset, cgroups), not every CPU of the machine.
   const int cores = std::max(1, static_cast<int>(allowed_cpus().size()));
-  auto env_for = [overrides, n = opt.rollouters, cores](const std::string& yaml) {
-    auto run = load_config_text(yaml, "the controller's config", overrides);
-    auto cfg = run->cfg;
+  auto env_for = [own = local->cfg, given = keys_of(overrides), n = opt.rollouters,
+                  cores](const worker_setup& run) {
+    auto s = with_local_settings(run, own, given);
     // This process's rollouters share its cores (unless rollout.threads says otherwise).
+    s.node.rollouters = n;
+    if (s.node.rollout_threads == 0) s.node.rollout_threads = std::max(1, cores / n);
+    // The architecture and tokenizer; the weights arrive from the controller. The memory check
+    // reads a config: this node's, with the run's model and rollout dtype.
+    auto cfg = own;
+    cfg.model = s.model;
+    cfg.runtime.seed = s.seed;
+    cfg.rollout.dtype = s.rollouter.dtype;
+    cfg.rollout.device = s.rollouter.device;
     cfg.rollout.num_workers = n;
-    if (cfg.rollout.threads == 0) cfg.rollout.threads = std::max(1, cores / n);
-    // The architecture and tokenizer; the weights arrive from the controller.
     auto policy = load_fitting_policy(cfg, torch::Device(torch::kCPU), n, /*with_trainer=*/false);
+    role_params p;
+    p.rollouter = s.rollouter;
+    p.node = s.node;
+    p.model = s.model;
     // No trainer here: with runtime.affinity=roles the rollouters split every allowed CPU.
-    return make_env(cfg, policy.config, policy.tokenizer, /*detached=*/true,
+    return make_env(p, policy.config, policy.tokenizer, /*detached=*/true,
                     /*has_trainer=*/false);
   };
 

@@ -9,58 +9,13 @@
 
 #include "runtime/common/cpu_affinity.hpp"
 #include "runtime/config/modes.hpp"
+#include "runtime/model/model_source.hpp"
+#include "runtime/scheduling/async_section.hpp"
+#include "runtime/task/task_sections.hpp"
 #include "runtime/scheduling/sim_costs.hpp"
 #include "runtime/scheduling/workload.hpp"
 
 namespace asyncrl {
-
-/// Architecture of a freshly initialised policy (used when model.path is empty).
-struct model_init_config {
-  model_arch arch = model_arch::qwen2;
-  int64_t hidden_size = 128;
-  int64_t intermediate_size = 384;
-  int64_t num_hidden_layers = 4;
-  int64_t num_attention_heads = 4;
-  int64_t num_key_value_heads = 2;
-  int64_t max_position_embeddings = 256;
-  double rope_theta = 10000.0;
-  double rms_norm_eps = 1e-6;
-  bool tie_word_embeddings = true;
-  double init_std = 0.02;
-};
-
-struct model_section {
-  std::string path;  // starting model directory (HF layout); empty = initialise from model.init
-  // A fresh model's tokenizer: a directory with a Hugging Face tokenizer.json (and optionally
-  // tokenizer_config.json); empty = the built-in char vocabulary. Only with an empty path.
-  std::string tokenizer;
-  model_init_config init;
-};
-
-/// The built-in procedurally generated arithmetic task.
-struct arith_config {
-  int64_t min_digits = 1;
-  int64_t max_digits = 3;
-  std::string ops = "+-";
-};
-
-struct data_section {
-  std::string task = "arith";  // built-in task, used when train_path/test_path are empty
-  std::string train_path;      // JSONL: a prompt field and an answer field (see the keys below)
-  std::string test_path;
-  // Field names of a JSONL line; dotted paths reach nested objects ("reward_model.ground_truth").
-  // The prompt is a string or a list of chat messages {role, content}.
-  std::string prompt_key = "question";
-  std::string answer_key = "answer";
-  chat_format chat_template = chat_format::auto_detect;
-  std::string system_prompt;  // empty = the chat template's own default (Qwen2.5 has one)
-  int64_t train_size = 20000;
-  int64_t test_size = 256;
-  int64_t seed = 1234;
-  arith_config arith;
-  int64_t train_batch_size = 16;  // prompts per RL step
-  int64_t max_prompt_length = 64;
-};
 
 /// Supervised warm-start.
 struct sft_section {
@@ -116,35 +71,6 @@ struct reward_section {
   // of training on zero rewards. 1 never stops.
   double max_failure_rate = 0.5;
   int64_t failure_window = 32;
-};
-
-/// Scheduling of generation and training (docs/algorithms.md §12-§14).
-struct async_section {
-  async_mode mode = async_mode::periodic;
-  bool colocate = true;                     // sync: both phases use every core, in turn
-  double staleness_threshold = 0.0;         // s
-  int64_t trigger_parameter_sync_step = 1;  // k
-  int64_t require_batches = 1;
-  bool partial_rollout = false;
-  int64_t max_staleness = -1;                      // eta; -1 = off
-  stale_action stale_policy = stale_action::drop;  // a group over eta at delivery
-  int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
-  int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
-  int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)
-  int64_t sync_retries = 3;  // a weight sync that failed (deadline, lost message) is retried
-};
-
-/// Whether generation and training take turns on the same devices (colocate applies to sync
-/// mode only).
-inline bool is_colocated(const async_section& a) {
-  return a.mode == async_mode::sync && a.colocate;
-}
-
-struct eval_section {
-  int64_t samples = 1;  // >1 also reports mean@N with rollout sampling
-  int64_t max_new_tokens = 48;
-  int64_t batch = 128;
-  int64_t every_steps = 0;  // train: greedy eval on the test split every n steps; 0 = off
 };
 
 /// The RL objective: advantages, policy loss and the proximal policy (docs/algorithms.md §2-§8).

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "runtime/config/sections.hpp"
+#include "runtime/model/model_source.hpp"
 
 namespace asyncrl {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/config/modes.hpp"
+#include "runtime/model/model_arch.hpp"
 
 namespace asyncrl {
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "runtime/config/sections.hpp"
+#include "runtime/model/model_source.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/text/char_tokenizer.hpp"
 #include "runtime/text/hf_tokenizer.hpp"

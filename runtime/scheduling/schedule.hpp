@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime/config/sections.hpp"
+#include "runtime/scheduling/async_section.hpp"
 #include "runtime/scheduling/admission.hpp"
 
 namespace asyncrl {

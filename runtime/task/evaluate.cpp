@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "runtime/config/sections.hpp"
+#include "runtime/task/task_sections.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/task/prompting.hpp"
 #include "runtime/task/reward.hpp"

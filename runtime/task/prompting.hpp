@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config/modes.hpp"  // chat_format
+#include "runtime/text/chat_format.hpp"
 #include "runtime/task/dataset.hpp"
 #include "runtime/text/tokenizer.hpp"
 

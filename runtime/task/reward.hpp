@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/config/modes.hpp"  // reward_function
+#include "runtime/task/reward_function.hpp"
 
 namespace asyncrl {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "runtime/config/sections.hpp"
+#include "runtime/task/task_sections.hpp"
 #include "runtime/task/task_arith.hpp"
 
 namespace asyncrl {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config/modes.hpp"  // chat_format
+#include "runtime/text/chat_format.hpp"
 
 namespace asyncrl {
 

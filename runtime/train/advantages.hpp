@@ -3,7 +3,7 @@
 // Group advantages for scored rollouts: rl::group_advantages (losses.hpp) for one group, without
 // torch.
 
-#include "runtime/config/modes.hpp"
+#include "runtime/train/train_modes.hpp"
 #include "runtime/train/samples.hpp"
 
 namespace asyncrl {

@@ -7,7 +7,7 @@
 
 #include <ATen/ATen.h>
 
-#include "runtime/config/modes.hpp"
+#include "runtime/train/train_modes.hpp"
 
 namespace asyncrl::rl {
 

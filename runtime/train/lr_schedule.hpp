@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "runtime/config/modes.hpp"
+#include "runtime/train/train_modes.hpp"
 
 namespace asyncrl {
 

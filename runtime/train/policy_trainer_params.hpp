@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "runtime/config/modes.hpp"
+#include "runtime/train/train_modes.hpp"
 
 namespace asyncrl {
 
