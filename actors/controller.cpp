@@ -146,88 +146,126 @@ constexpr auto normal = caf::message_priority::normal;
 
 }  // namespace
 
+const char* to_string(shutdown_step s) {
+  switch (s) {
+    case shutdown_step::running: return "running";
+    case shutdown_step::synchronizer: return "stopping the synchronizer";
+    case shutdown_step::rollouters: return "stopping the rollouters";
+    case shutdown_step::reward: return "stopping the reward";
+    case shutdown_step::queue: return "stopping the message_queue";
+    case shutdown_step::final_weights: return "taking the final weights";
+    case shutdown_step::trainer: return "stopping the trainer";
+    case shutdown_step::done: return "done";
+  }
+  return "?";
+}
+
+namespace {
+
+void enter(ctrl_ptr self, shutdown_step s) {
+  self->state.stopping = s;
+  spdlog::debug("run: shutdown: {}", to_string(s));
+}
+
+// The shutdown's steps, in order. Each hands the count the next one waits for.
+void stop_trainer(ctrl_ptr self, int64_t delivered) {
+  enter(self, shutdown_step::trainer);
+  stop_role<normal>(
+      self, self->state.trainer, trainer_counts{},
+      [self](trainer_counts* c) {
+        if (c) self->state.result.trainer = *c;
+        enter(self, shutdown_step::done);
+        finish_run(self);
+      },
+      delivered);
+}
+
+void take_final_weights(ctrl_ptr self, int64_t delivered) {
+  enter(self, shutdown_step::final_weights);
+  self->request(self->state.trainer, std::chrono::seconds(60), final_atom::value)
+      .then(
+          [self, delivered](weight_snapshot& w) {
+            self->state.result.final_weights = std::move(w);
+            stop_trainer(self, delivered);
+          },
+          [self, delivered](const caf::error&) { stop_trainer(self, delivered); });
+}
+
+void stop_queue(ctrl_ptr self, int64_t forwarded) {
+  enter(self, shutdown_step::queue);
+  stop_role<normal>(
+      self, self->state.queue, queue_stats{},
+      [self](queue_stats* q) {
+        if (q) self->state.result.queue = *q;
+        take_final_weights(self, q ? q->delivered : 0);
+      },
+      forwarded);
+}
+
+void stop_reward(ctrl_ptr self) {
+  enter(self, shutdown_step::reward);
+  int64_t sent = 0;
+  for (auto& c : self->state.result.rollouters)
+    sent += c.groups_completed;
+  stop_role<normal>(
+      self, self->state.reward, reward_counts{},
+      [self](reward_counts* c) {
+        if (c) self->state.result.reward = *c;
+        stop_queue(self, c ? c->forwarded : 0);
+      },
+      sent);
+}
+
+void after_rollouters(ctrl_ptr self) {
+  // A dead rollouter's settle still on its way must be answered first (requeue_and_respawn).
+  if (self->state.settles_pending > 0)
+    self->state.after_settles = [self] { stop_reward(self); };
+  else
+    stop_reward(self);
+}
+
+void stop_rollouters(ctrl_ptr self) {
+  auto& st = self->state;
+  enter(self, shutdown_step::rollouters);
+  auto remaining = std::make_shared<size_t>(st.rollouters.size());
+  if (*remaining == 0) {
+    after_rollouters(self);
+    return;
+  }
+  for (auto& [w, r] : st.rollouters)
+    stop_role<high>(self, r, rollout_counts{}, [self, remaining](rollout_counts* c) {
+      if (c) self->state.result.rollouters.push_back(*c);
+      if (--*remaining == 0) after_rollouters(self);
+    });
+}
+
+void stop_synchronizer(ctrl_ptr self) {
+  enter(self, shutdown_step::synchronizer);
+  self->request<high>(self->state.sync, std::chrono::seconds(60), stop_atom::value)
+      .then(
+          [self](int64_t syncs, int64_t retries) {
+            self->state.result.syncs = syncs;
+            self->state.result.sync_retries = retries;
+            stop_rollouters(self);
+          },
+          [self](const caf::error& e) {
+            spdlog::warn("run: the synchronizer did not answer stop: {}", self->system().render(e));
+            stop_rollouters(self);
+          });
+}
+
+}  // namespace
+
 void shutdown(ctrl_ptr self, std::string failure, run_status status) {
   auto& st = self->state;
-  if (st.shutting_down) return;
-  st.shutting_down = true;
+  if (st.shutting_down()) return;
   if (!failure.empty()) {
     st.result.ok = false;
     st.result.status = status;
     st.result.error = failure;
     if (status == run_status::failed) spdlog::error("run failed: {}", failure);
   }
-  // The synchronizer goes first, so that no sync starts against stopping rollouters; the
-  // rest follow the flow of groups.
-  auto step5 = [self](int64_t delivered) {
-    stop_role<normal>(
-        self, self->state.trainer, trainer_counts{},
-        [self](trainer_counts* c) {
-          if (c) self->state.result.trainer = *c;
-          finish_run(self);
-        },
-        delivered);
-  };
-  auto step4 = [self, step5](int64_t delivered) {
-    self->request(self->state.trainer, std::chrono::seconds(60), final_atom::value)
-        .then(
-            [self, step5, delivered](weight_snapshot& w) {
-              self->state.result.final_weights = std::move(w);
-              step5(delivered);
-            },
-            [step5, delivered](const caf::error&) { step5(delivered); });
-  };
-  auto step3 = [self, step4](int64_t forwarded) {
-    stop_role<normal>(
-        self, self->state.queue, queue_stats{},
-        [self, step4](queue_stats* q) {
-          if (q) self->state.result.queue = *q;
-          step4(q ? q->delivered : 0);
-        },
-        forwarded);
-  };
-  auto step2 = [self, step3] {
-    auto stop_reward = [self, step3] {
-      int64_t sent = 0;
-      for (auto& c : self->state.result.rollouters)
-        sent += c.groups_completed;
-      stop_role<normal>(
-          self, self->state.reward, reward_counts{},
-          [self, step3](reward_counts* c) {
-            if (c) self->state.result.reward = *c;
-            step3(c ? c->forwarded : 0);
-          },
-          sent);
-    };
-    // A dead rollouter's settle still on its way must be answered first (requeue_and_respawn).
-    if (self->state.settles_pending > 0)
-      self->state.after_settles = stop_reward;
-    else
-      stop_reward();
-  };
-  auto step1 = [self, step2] {
-    auto& st = self->state;
-    auto remaining = std::make_shared<size_t>(st.rollouters.size());
-    if (*remaining == 0) {
-      step2();
-      return;
-    }
-    for (auto& [w, r] : st.rollouters)
-      stop_role<high>(self, r, rollout_counts{}, [self, remaining, step2](rollout_counts* c) {
-        if (c) self->state.result.rollouters.push_back(*c);
-        if (--*remaining == 0) step2();
-      });
-  };
-  self->request<high>(st.sync, std::chrono::seconds(60), stop_atom::value)
-      .then(
-          [self, step1](int64_t syncs, int64_t retries) {
-            self->state.result.syncs = syncs;
-            self->state.result.sync_retries = retries;
-            step1();
-          },
-          [self, step1](const caf::error& e) {
-            spdlog::warn("run: the synchronizer did not answer stop: {}", self->system().render(e));
-            step1();
-          });
+  stop_synchronizer(self);
 }
 
 // The progress watchdog: ticks every quarter of runtime.progress_timeout_s (on the actor clock,
@@ -271,7 +309,7 @@ std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
 
 void on_watchdog(ctrl_ptr self) {
   auto& st = self->state;
-  if (st.shutting_down || st.progress_timeout_s <= 0) return;   // off (the console may re-arm)
+  if (st.shutting_down() || st.progress_timeout_s <= 0) return;   // off (the console may re-arm)
   if (st.last_step_no != st.watchdog_seen_step || st.paused) {  // paused: no step is expected
     st.watchdog_seen_step = st.last_step_no;
     st.watchdog_quiet_ticks = 0;
@@ -348,7 +386,7 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
     self->quit(em.reason);
     return;
   }
-  if (st.shutting_down || !em.reason) return;
+  if (st.shutting_down() || !em.reason) return;
   auto why = self->system().render(em.reason);
   // A Reward that gave up sends its counts with its reason (actors/reward.cpp, give_up): it
   // cannot answer the stop, and the summary must show what failed.
@@ -412,7 +450,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         auto& st = self->state;
         std::vector<prompt_task> out;
         const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        if (st.shutting_down || st.fenced.count(sender)) return out;
+        if (st.shutting_down() || st.fenced.count(sender)) return out;
         if (!st.first_dispatch) st.first_dispatch = clock::now();
         auto w = st.worker_of.find(sender);
         const int32_t worker = w == st.worker_of.end() ? -1 : w->second;
@@ -443,7 +481,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
       [self](fail_atom, std::string& why) { shutdown(self, why); },
       [self](interrupt_atom) {
         auto& st = self->state;
-        if (st.shutting_down) return;
+        if (st.shutting_down()) return;
         if (++st.interrupts == 1 && !st.args.checkpoint_dir.empty()) {
           spdlog::warn(
               "run: interrupted; writing a checkpoint, then stopping (interrupt again "

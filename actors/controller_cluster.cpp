@@ -61,7 +61,7 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   auto& st = self->state;
   if (auto why = check_secret(self, req.secret, "worker"); !why.empty())
     return caf::make_error(caf::sec::runtime_error, why);
-  if (st.shutting_down) return caf::make_error(caf::sec::runtime_error, "the run is shutting down");
+  if (st.shutting_down()) return caf::make_error(caf::sec::runtime_error, "the run is shutting down");
   if (req.rollouters <= 0 || !req.agent)
     return caf::make_error(caf::sec::invalid_argument,
                            "a worker must bring at least one rollouter and its agent");
@@ -82,7 +82,7 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
           [self, agent_addr, first](std::vector<caf::actor>& rs) {
             auto& st = self->state;
             auto* n = st.cluster.find(agent_addr);
-            if (st.shutting_down || !n) {
+            if (st.shutting_down() || !n) {
               for (auto& r : rs)
                 self->send_exit(r, caf::exit_reason::user_shutdown);
               return;
@@ -116,7 +116,7 @@ void on_remote_lost(ctrl_ptr self, const caf::actor_addr& agent, const std::stri
   auto node = std::move(*gone);
   self->demonitor(agent);
   self->send_exit(node.agent, caf::exit_reason::user_shutdown);
-  if (st.shutting_down) return;
+  if (st.shutting_down()) return;
   spdlog::warn("cluster: worker {} (pid {}) lost: {}", node.host, node.pid, why);
   for (auto w : node.workers)
     drop_remote_worker(self, w, "its worker process was lost: " + why);
@@ -146,7 +146,7 @@ void on_down(ctrl_ptr self, caf::down_msg& dm) {
     return;
   }
   auto w = st.worker_of.find(dm.source);
-  if (w == st.worker_of.end() || st.shutting_down) return;
+  if (w == st.worker_of.end() || st.shutting_down()) return;
   drop_from_node(self, w->second, why, /*lost=*/true);
 }
 

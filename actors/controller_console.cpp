@@ -109,7 +109,7 @@ json status_json(ctrl_ptr self, const queue_stats* q, const reward_counts* rc) {
   auto& st = self->state;
   json j;
   j["run"] = {{"mode", to_string(st.args.env->params.controller.mode)},
-              {"state", st.shutting_down ? "stopping"
+              {"state", st.shutting_down() ? "stopping"
                         : st.paused      ? "paused"
                                          : "running"},
               {"step", st.last_step_no},
@@ -118,7 +118,7 @@ json status_json(ctrl_ptr self, const queue_stats* q, const reward_counts* rc) {
   // What the trainer is doing, as the queue sees it: a pull waiting for groups, or none (it is
   // computing a step).
   std::string trainer_state = "training";
-  if (st.shutting_down)
+  if (st.shutting_down())
     trainer_state = "stopping";
   else if (q && q->pull_waiting_min > 0)
     trainer_state = "waiting for " + std::to_string(q->pull_waiting_min) + " group(s)";
@@ -252,7 +252,7 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
     return refuse(key +
                   " can change live only in fully_async: in sync and periodic modes a "
                   "weight sync closes every batch (that is what keeps them on-policy)");
-  if (st.shutting_down) return refuse("the run is stopping");
+  if (st.shutting_down()) return refuse("the run is stopping");
   // The value goes through the config loader: the same parsing, ranges and cross-checks as a
   // config file, and an error that names the key.
   std::unique_ptr<live_config> next;
@@ -305,7 +305,7 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
 
 reply do_hold(ctrl_ptr self, bool hold) {
   auto& st = self->state;
-  if (st.shutting_down) return refuse("the run is stopping");
+  if (st.shutting_down()) return refuse("the run is stopping");
   const bool was = st.paused;
   st.paused = hold;
   self->send(st.queue, hold_atom::value, hold);
@@ -317,7 +317,7 @@ reply do_hold(ctrl_ptr self, bool hold) {
 reply do_checkpoint(ctrl_ptr self) {
   auto& st = self->state;
   if (st.args.checkpoint_dir.empty()) return refuse("this run writes no checkpoints");
-  if (st.shutting_down) return refuse("the run is stopping");
+  if (st.shutting_down()) return refuse("the run is stopping");
   auto rp = self->make_response_promise<console_reply>();
   st.checkpoint_waiters.push_back(rp);
   self->send(st.trainer, checkpoint_atom::value);
@@ -350,14 +350,14 @@ reply with_current_weights(ctrl_ptr self, Spawn spawn_task) {
 
 reply do_add(ctrl_ptr self) {
   auto& st = self->state;
-  if (st.shutting_down) return refuse("the run is stopping");
+  if (st.shutting_down()) return refuse("the run is stopping");
   const auto w = st.cluster.take_ids(1);
   auto rp = self->make_response_promise<console_reply>();
   self->request(st.sync, kRoleTimeout, join_atom::value, caf::actor{}, w, int32_t{1})
       .then(
           [self, rp, w](std::vector<caf::actor>& rs) mutable {
             auto& st = self->state;
-            if (st.shutting_down || rs.size() != 1) {
+            if (st.shutting_down() || rs.size() != 1) {
               for (auto& a : rs)
                 self->send_exit(a, caf::exit_reason::user_shutdown);
               rp.deliver(refuse("the run is stopping"));
@@ -433,7 +433,7 @@ reply do_kill(ctrl_ptr self, const std::vector<std::string>& args) {
 
 reply do_stop(ctrl_ptr self) {
   auto& st = self->state;
-  if (st.shutting_down) return answer(json{{"stopping", true}, {"checkpoint", false}});
+  if (st.shutting_down()) return answer(json{{"stopping", true}, {"checkpoint", false}});
   st.console_stop = true;
   const bool checkpoint = !st.args.checkpoint_dir.empty() && st.interrupts == 0;
   log_event(self, json{{"event", "stop"}, {"checkpoint", checkpoint}});

@@ -141,7 +141,7 @@ void restore_from_checkpoint(ctrl_ptr self) {
 
 void on_trainer_checkpoint(ctrl_ptr self, trainer_checkpoint c) {
   auto& st = self->state;
-  if (st.args.checkpoint_dir.empty() || st.shutting_down) return;
+  if (st.args.checkpoint_dir.empty() || st.shutting_down()) return;
   if (st.cutting) {  // one cut at a time; an interrupt is served by the one in progress
     spdlog::debug("checkpoint: step {} skipped, step {} is being written", c.step,
                   st.cutting->step);
@@ -251,7 +251,7 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
             st.groups_of_dead += static_cast<int64_t>(ids.size());
             for (auto id : ids)
               st.ledger.completed(id);
-            if (st.shutting_down) {
+            if (st.shutting_down()) {
               settled();
               return;
             }
@@ -281,7 +281,7 @@ void respawn(ctrl_ptr self, int32_t worker) {
       .then(
           [self, worker](caf::actor& a) {
             auto& st = self->state;
-            if (st.shutting_down) {
+            if (st.shutting_down()) {
               self->send_exit(a, caf::exit_reason::user_shutdown);
               return;
             }

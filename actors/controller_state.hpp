@@ -32,6 +32,22 @@ namespace asyncrl {
 
 using ctrl_clock = std::chrono::steady_clock;
 
+/// The controller's shutdown, one named step after the other (controller.cpp, `shutdown`):
+/// the synchronizer first, so that no sync starts against stopping rollouters, then the roles
+/// in the order groups flow through them.
+enum class shutdown_step {
+  running,              // not shutting down
+  synchronizer,         // stop: its sync and retry counts
+  rollouters,           // stop, at high priority: their counts
+  reward,               // stop, once every group the rollouters sent has arrived
+  queue,                // stop, once every group the reward forwarded has arrived
+  final_weights,        // the trainer's final weights
+  trainer,              // stop, once every group the queue delivered has arrived
+  done,                 // the result is delivered
+};
+
+const char* to_string(shutdown_step s);
+
 struct controller_state {
   static inline const char* name = "controller";
   controller_args args;
@@ -47,7 +63,8 @@ struct controller_state {
   std::map<caf::actor_addr, int32_t> worker_of;  // rollouter incarnations -> worker id
 
   caf::typed_response_promise<run_result> done;
-  bool shutting_down = false;
+  shutdown_step stopping = shutdown_step::running;
+  bool shutting_down() const { return stopping != shutdown_step::running; }
   run_result result;
   run_state base;  // the totals of the checkpoint this run resumed from (zeros if fresh)
   bool resumed = false;

@@ -411,25 +411,29 @@ auto resume_when_paused(self_ptr self) {
   };
 }
 
+// A state's behaviour: its own handlers (start, gen, pause, resume), then the ones that are
+// the same in every state, written here once.
+template <class... Handlers>
+rollouter_actor::behavior_type in_state(self_ptr self, Handlers... own) {
+  return {std::move(own)..., on_load(self),  on_apply(self),
+          on_temperature(self), on_delay(self), on_stop(self)};
+}
+
 rollouter_actor::behavior_type idle(self_ptr self) {
-  return {
+  return in_state(
+      self,
       [self](start_atom) { request_work(self); },
       [](gen_atom) {},
       [self](pause_atom, int64_t token) -> caf::result<int64_t> {
         if (add_pause(self, token)) enter(self, rollouter_state::interrupted, interrupted(self));
         return int64_t{0};
       },
-      on_load(self),
-      on_apply(self),
-      early_resume(self),
-      on_temperature(self),
-      on_delay(self),
-      on_stop(self),
-  };
+      early_resume(self));
 }
 
 rollouter_actor::behavior_type generating(self_ptr self) {
-  return {
+  return in_state(
+      self,
       [self](start_atom) { request_work(self); },
       [self](gen_atom) { run_chunk(self); },
       [self](pause_atom, int64_t token) -> caf::result<int64_t> {
@@ -451,40 +455,27 @@ rollouter_actor::behavior_type generating(self_ptr self) {
         st.drain_promise = self->make_response_promise<int64_t>();
         return st.drain_promise;
       },
-      on_load(self),
-      on_apply(self),
-      early_resume(self),
-      on_temperature(self),
-      on_delay(self),
-      on_stop(self),
-  };
+      early_resume(self));
 }
 
 rollouter_actor::behavior_type interrupted(self_ptr self) {
-  return {
+  return in_state(
+      self,
       [](start_atom) {},
       [](gen_atom) {},  // a chunk queued before the pause: nothing to do
                         // now
       already_paused(self),
-      on_load(self),
-      on_apply(self),
-      resume_when_paused(self),
-      on_temperature(self),
-      on_delay(self),
-      on_stop(self),
-  };
+      resume_when_paused(self));
 }
 
 rollouter_actor::behavior_type syncing(self_ptr self) {
-  return {
-      [](start_atom) {},    [](gen_atom) {}, already_paused(self),
-      on_load(self),        on_apply(self),  resume_when_paused(self),
-      on_temperature(self), on_delay(self),  on_stop(self),
-  };
+  return in_state(self, [](start_atom) {}, [](gen_atom) {}, already_paused(self),
+                  resume_when_paused(self));
 }
 
 rollouter_actor::behavior_type resuming(self_ptr self) {
-  return {
+  return in_state(
+      self,
       [](start_atom) {},
       [self](gen_atom) {
         // Resubmit partial responses: the generator re-prefills prompt + partial tokens under
@@ -506,13 +497,7 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         if (add_pause(self, token)) enter(self, rollouter_state::interrupted, interrupted(self));
         return static_cast<int64_t>(self->state.held.size());
       },
-      on_load(self),
-      on_apply(self),
-      early_resume(self),
-      on_temperature(self),
-      on_delay(self),
-      on_stop(self),
-  };
+      early_resume(self));
 }
 
 rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) {

@@ -59,12 +59,24 @@ struct sync_run {
   std::string digest;
 };
 
+// What the synchronizer is doing; a publish or a join that arrives while not idle waits.
+enum class sync_activity { idle, syncing, joining };
+
+const char* to_string(sync_activity a) {
+  switch (a) {
+    case sync_activity::idle: return "idle";
+    case sync_activity::syncing: return "syncing";
+    case sync_activity::joining: return "joining";
+  }
+  return "?";
+}
+
 struct sync_state {
   static inline const char* name = "synchronizer";
   synchronizer_args args;
   std::map<int32_t, member> members;
   std::map<caf::actor_addr, node> nodes;
-  bool busy = false;
+  sync_activity activity = sync_activity::idle;
   std::optional<pending_publish> next;
   std::vector<pending_join> joins;
   std::shared_ptr<sync_run> running;   // the attempt in progress
@@ -144,105 +156,125 @@ void drop_node(sync_ptr self, const caf::actor_addr& addr, const std::string& wh
   }
 }
 
-// Called after every answer: moves to the next phase once nobody is left to answer.
+// Replies of an earlier, failed attempt, or of a phase already left, are ignored.
+bool stale(const sync_run& run, int64_t attempt, sync_phase p) {
+  return run.failed || run.attempt != attempt || run.phase != p;
+}
+
+// A rollouter of this process failed a step: the attempt fails (and may be retried).
+void fail_attempt(sync_ptr self, std::shared_ptr<sync_run> run, const std::string& step,
+                  const caf::error& e) {
+  run->failed = true;
+  finish(self, run, false,
+         "weight sync v" + std::to_string(run->job.weights.version) + ": " + step + ": " +
+             self->system().render(e));
+}
+
+// Phase stage -> pause. Every node holds the new version: pause everyone. With partial rollout
+// a pause stops at the next token boundary; without, it drains the responses in flight, which
+// gets its own, larger bound. Returns false when there is nobody to pause.
+bool enter_pause(sync_ptr self, std::shared_ptr<sync_run> run) {
+  auto& st = self->state;
+  run->phase = sync_phase::pause;
+  const auto& at = st.args.env->params.sync;
+  const bool drains = !st.args.env->plan.partial_rollout;
+  const auto timeout = std::chrono::milliseconds(drains ? at.drain_timeout_ms : at.sync_timeout_ms);
+  for (auto& [w, m] : st.members)
+    run->workers.insert(w);
+  if (run->workers.empty()) return false;
+  const auto a = run->attempt;
+  for (auto& [w, m] : st.members)
+    self->request<caf::message_priority::high>(m.r, timeout, pause_atom::value, run->token)
+        .then(
+            [self, run, a, w = w](int64_t) {
+              if (stale(*run, a, sync_phase::pause)) return;
+              run->workers.erase(w);
+              next_phase(self, run);
+            },
+            [self, run, a, w = w, agent = m.agent, drains](const caf::error& e) {
+              if (stale(*run, a, sync_phase::pause)) return;
+              if (agent) {
+                drop_node(self, caf::actor_cast<caf::actor_addr>(agent),
+                          "pause of rollouter " + std::to_string(w) +
+                              " failed: " + self->system().render(e));
+                return;
+              }
+              fail_attempt(self, run,
+                           drains ? "pause failed (the drain of the responses in flight "
+                                    "exceeded async_training.drain_timeout_ms)"
+                                  : "pause failed",
+                           e);
+            });
+  return true;
+}
+
+// Phase pause -> load. Everyone is paused: a local rollouter gets the snapshot itself (shared,
+// no copy); a node's agent loads the version it staged into all of its rollouters. Returns
+// false when there is nobody to load.
+bool enter_load(sync_ptr self, std::shared_ptr<sync_run> run) {
+  auto& st = self->state;
+  run->phase = sync_phase::load;
+  const auto v = run->job.weights.version;
+  const auto timeout = std::chrono::milliseconds(st.args.env->params.sync.sync_timeout_ms);
+  for (auto& [w, m] : st.members)
+    if (!m.agent) run->workers.insert(w);
+  for (auto& [addr, n] : st.nodes)
+    run->nodes.insert(addr);
+  if (run->workers.empty() && run->nodes.empty()) return false;
+  const auto a = run->attempt;
+  for (auto& [w, m] : st.members) {
+    if (m.agent) continue;
+    self->request(m.r, timeout, load_atom::value, run->job.weights)
+        .then(
+            [self, run, a, w = w](int64_t) {
+              if (stale(*run, a, sync_phase::load)) return;
+              run->workers.erase(w);
+              next_phase(self, run);
+            },
+            [self, run, a](const caf::error& e) {
+              if (!stale(*run, a, sync_phase::load)) fail_attempt(self, run, "load failed", e);
+            });
+  }
+  for (auto& [addr, n] : st.nodes)
+    self->request(caf::actor_cast<node_agent_actor>(n.agent), st.remote_timeout(),
+                  load_atom::value, v)
+        .then(
+            [self, run, a, addr = addr](int64_t) {
+              if (stale(*run, a, sync_phase::load)) return;
+              run->nodes.erase(addr);
+              next_phase(self, run);
+            },
+            [self, run, a, addr = addr](const caf::error& e) {
+              if (!stale(*run, a, sync_phase::load))
+                drop_node(self, addr, "load failed: " + self->system().render(e));
+            });
+  return true;
+}
+
+// Phase load -> done. Every rollouter holds the new weights: a new staleness window opens.
+void complete_sync(sync_ptr self, std::shared_ptr<sync_run> run) {
+  self->send(self->state.args.queue, synced_atom::value, run->job.weights.version);
+  finish(self, run, true, "");
+}
+
+// Called after every answer: moves to the next phase once nobody is left to answer. A phase
+// with nobody to ask (no rollouter, or no node) is passed through at once.
 void next_phase(sync_ptr self, std::shared_ptr<sync_run> run) {
   if (run->failed || run->phase == sync_phase::done || !run->workers.empty() || !run->nodes.empty())
     return;
-  auto& st = self->state;
-  const auto v = run->job.weights.version;
-  const auto a = run->attempt;  // replies of an earlier, failed attempt are ignored
-  auto stale = [run, a](sync_phase p) {
-    return run->failed || run->attempt != a || run->phase != p;
-  };
-  auto local_failure = [self, run, v](const std::string& step, const caf::error& e) {
-    run->failed = true;
-    finish(self, run, false,
-           "weight sync v" + std::to_string(v) + ": " + step + ": " + self->system().render(e));
-  };
   switch (run->phase) {
-    case sync_phase::stage: {
-      // Every node holds the new version: pause everyone. With partial rollout a pause stops at
-      // the next token boundary; without, it drains the responses in flight, which gets its
-      // own, larger bound.
-      run->phase = sync_phase::pause;
-      const auto& at = st.args.env->params.sync;
-      const bool drains = !st.args.env->plan.partial_rollout;
-      const auto timeout =
-          std::chrono::milliseconds(drains ? at.drain_timeout_ms : at.sync_timeout_ms);
-      for (auto& [w, m] : st.members)
-        run->workers.insert(w);
-      if (run->workers.empty()) break;
-      for (auto& [w, m] : st.members)
-        self->request<caf::message_priority::high>(m.r, timeout, pause_atom::value, run->token)
-            .then(
-                [self, run, w = w, stale](int64_t) {
-                  if (stale(sync_phase::pause)) return;
-                  run->workers.erase(w);
-                  next_phase(self, run);
-                },
-                [self, run, w = w, agent = m.agent, drains, stale,
-                 local_failure](const caf::error& e) {
-                  if (stale(sync_phase::pause)) return;
-                  if (agent) {
-                    drop_node(self, caf::actor_cast<caf::actor_addr>(agent),
-                              "pause of rollouter " + std::to_string(w) +
-                                  " failed: " + self->system().render(e));
-                    return;
-                  }
-                  local_failure(drains ? "pause failed (the drain of the responses in flight "
-                                         "exceeded async_training.drain_timeout_ms)"
-                                       : "pause failed",
-                                e);
-                });
-      return;
-    }
-    case sync_phase::pause: {
-      // Everyone is paused: load. A local rollouter gets the snapshot itself (shared, no
-      // copy); a node's agent loads the version it staged into all of its rollouters.
-      run->phase = sync_phase::load;
-      const auto timeout =
-          std::chrono::milliseconds(st.args.env->params.sync.sync_timeout_ms);
-      for (auto& [w, m] : st.members)
-        if (!m.agent) run->workers.insert(w);
-      for (auto& [addr, n] : st.nodes)
-        run->nodes.insert(addr);
-      if (run->workers.empty() && run->nodes.empty()) break;
-      for (auto& [w, m] : st.members) {
-        if (m.agent) continue;
-        self->request(m.r, timeout, load_atom::value, run->job.weights)
-            .then(
-                [self, run, w = w, stale](int64_t) {
-                  if (stale(sync_phase::load)) return;
-                  run->workers.erase(w);
-                  next_phase(self, run);
-                },
-                [run, stale, local_failure](const caf::error& e) {
-                  if (!stale(sync_phase::load)) local_failure("load failed", e);
-                });
-      }
-      for (auto& [addr, n] : st.nodes)
-        self->request(caf::actor_cast<node_agent_actor>(n.agent), st.remote_timeout(),
-                      load_atom::value, v)
-            .then(
-                [self, run, addr = addr, stale](int64_t) {
-                  if (stale(sync_phase::load)) return;
-                  run->nodes.erase(addr);
-                  next_phase(self, run);
-                },
-                [self, addr = addr, stale](const caf::error& e) {
-                  if (!stale(sync_phase::load))
-                    drop_node(self, addr, "load failed: " + self->system().render(e));
-                });
-      return;
-    }
+    case sync_phase::stage:
+      if (enter_pause(self, run)) return;
+      [[fallthrough]];
+    case sync_phase::pause:
+      if (enter_load(self, run)) return;
+      [[fallthrough]];
     case sync_phase::load:
+      complete_sync(self, run);
+      return;
     case sync_phase::done:
-      break;
+      return;
   }
-  if (run->phase == sync_phase::done) return;
-  // Every rollouter holds the new weights: a new staleness window opens.
-  self->send(st.args.queue, synced_atom::value, v);
-  finish(self, run, true, "");
 }
 
 // Sends one version to a node's agent (actors/weight_stage.hpp); `done` gets "" or why not.
@@ -297,7 +329,7 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
   for (auto& [addr, agent] : to_stage)
     stage_node(self, agent, v, run->packed, run->digest,
                [self, run, a, addr = addr, v](const std::string& why) {
-                 if (run->failed || run->attempt != a || run->phase != sync_phase::stage) return;
+                 if (stale(*run, a, sync_phase::stage)) return;
                  if (!why.empty()) {
                    drop_node(self, addr, why);
                    return;
@@ -310,9 +342,15 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
   next_phase(self, run);
 }
 
-void start_sync(sync_ptr self, pending_publish job) {
+// Every change of activity goes through here, so that the log names each one.
+void set_activity(sync_ptr self, sync_activity a) {
   auto& st = self->state;
-  st.busy = true;
+  spdlog::debug("synchronizer: {} -> {}", to_string(st.activity), to_string(a));
+  st.activity = a;
+}
+
+void start_sync(sync_ptr self, pending_publish job) {
+  set_activity(self, sync_activity::syncing);
   auto run = std::make_shared<sync_run>();
   run->job = std::move(job);
   start_attempt(self, std::move(run));
@@ -322,7 +360,7 @@ void start_sync(sync_ptr self, pending_publish job) {
 // become members before any sync can miss them (the synchronizer is busy meanwhile).
 void start_join(sync_ptr self, pending_join j) {
   auto& st = self->state;
-  st.busy = true;
+  set_activity(self, sync_activity::joining);
   const auto v = st.current.version;
   auto fail = [self, j](const std::string& why) mutable {
     spdlog::warn("synchronizer: a worker node could not join: {}", why);
@@ -383,7 +421,7 @@ void start_join(sync_ptr self, pending_join j) {
 // new node is part of the next sync.
 void idle_again(sync_ptr self) {
   auto& st = self->state;
-  st.busy = false;
+  set_activity(self, sync_activity::idle);
   if (!st.joins.empty()) {
     auto j = std::move(st.joins.front());
     st.joins.erase(st.joins.begin());
@@ -409,7 +447,7 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
       [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
         auto& st = self->state;
         auto rp = self->make_response_promise<sync_report>();
-        if (st.busy) {
+        if (st.activity != sync_activity::idle) {
           if (st.next) {  // superseded before it started
             sync_report skipped;
             skipped.version = st.next->weights.version;
@@ -441,7 +479,7 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
         auto& st = self->state;
         auto rp = self->make_response_promise<std::vector<caf::actor>>();
         pending_join j{std::move(agent), first, count, rp};
-        if (st.busy)
+        if (st.activity != sync_activity::idle)
           st.joins.push_back(std::move(j));
         else
           start_join(self, std::move(j));

@@ -15,6 +15,7 @@
 #include "bench/bench_util.hpp"
 #include "bench/fake_controller.hpp"
 #include "messages/type_ids.hpp"
+#include "runtime/config/run_config.hpp"
 #include "runtime/text/char_tokenizer.hpp"
 
 using namespace asyncrl;
