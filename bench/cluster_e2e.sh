@@ -3,7 +3,7 @@
 # (60 steps, a tiny model, so per-message costs dominate) with 2 rollouters in the train process,
 # then with 2 `asyncrl worker` processes on loopback. Prints one JSON object.
 #   bench/cluster_e2e.sh [ASYNCRL] [WORK_DIR] [key=value ...]   (overrides go to both runs)
-# The 55 MB weight-sync measurement in README.md: the overrides
+# The 55 MB weight-sync measurement in docs/benchmarks.md: the overrides
 #   trainer.total_steps=6 model.init.hidden_size=512 model.init.intermediate_size=1536
 #   model.init.num_hidden_layers=4
 #   model.init.num_attention_heads=8 model.init.num_key_value_heads=8

@@ -3,7 +3,8 @@
 # against Debian's libtorch 1.13 (build/), and, where the CUDA toolkit is installed, the unit
 # tests against libtorch 2.11 from the PyPI torch wheel (build-torch2/, scripts/setup.sh with
 # ASYNCRL_TORCH=pip), whose Python also serves as the reference of the device benchmark's test;
-# then every fuzz target over its committed corpus, under ASan and UBSan (scripts/fuzz.sh).
+# then every fuzz target over its committed corpus, under ASan and UBSan (scripts/fuzz.sh). The
+# include layering is checked first (scripts/check_layers.py).
 #   scripts/test.sh [extra ctest args for the whole suite, e.g. -L unit]
 # Env: ASYNCRL_TORCH2=auto|on|off (default auto: on when nvcc is found).
 set -euo pipefail
@@ -35,6 +36,8 @@ else
 fi
 
 status=0
+say "layering: no upward or sideways include (scripts/check_layers.py)"
+python3 "$ROOT/scripts/check_layers.py" || status=1
 say "whole suite, libtorch 1.13"
 (cd "${ASYNCRL_BUILD_DIR:-$ROOT/build}" && ctest --output-on-failure -j "$(nproc)" --timeout 1200 "$@") ||
   status=1
