@@ -55,7 +55,8 @@ caf::actor spawn_eval_task(caf::actor_system& sys, env_ptr env, weight_snapshot 
     set_torch_threads(1);  // beside the run: one core's worth, not all of them
     auto m = model_with(*env, weights);
     auto e = evaluate(m.ptr(), *env->tokenizer, env->prompt, test,
-                      greedy_eval_options(env->params.trainer.eval, static_cast<int64_t>(env->params.trainer.seed)));
+                      greedy_eval_options(env->params.trainer.eval,
+                                          static_cast<int64_t>(env->params.trainer.seed)));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return nlohmann::ordered_json{{"accuracy", e.pass1},
                                   {"questions", e.questions},

@@ -20,7 +20,6 @@
 
 namespace asyncrl {
 
-
 double controller_state::wall_s() const {
   return base.wall_time_s + std::chrono::duration<double>(ctrl_clock::now() - t0).count();
 }
@@ -48,7 +47,7 @@ void write_report(ctrl_ptr self, const step_report& r) {
   st.result.tokens_trained += r.update.tokens_trained;
   st.result.steps = r.step;
   st.last_step = clock::now();
-  st.last_step_no = r.step;
+  st.watch.step_done(r.step);
   if (st.first_dispatch)
     st.result.train_time_s =
         std::chrono::duration<double>(st.last_step - *st.first_dispatch).count();
@@ -148,14 +147,22 @@ constexpr auto normal = caf::message_priority::normal;
 
 const char* to_string(shutdown_step s) {
   switch (s) {
-    case shutdown_step::running: return "running";
-    case shutdown_step::synchronizer: return "stopping the synchronizer";
-    case shutdown_step::rollouters: return "stopping the rollouters";
-    case shutdown_step::reward: return "stopping the reward";
-    case shutdown_step::queue: return "stopping the message_queue";
-    case shutdown_step::final_weights: return "taking the final weights";
-    case shutdown_step::trainer: return "stopping the trainer";
-    case shutdown_step::done: return "done";
+    case shutdown_step::running:
+      return "running";
+    case shutdown_step::synchronizer:
+      return "stopping the synchronizer";
+    case shutdown_step::rollouters:
+      return "stopping the rollouters";
+    case shutdown_step::reward:
+      return "stopping the reward";
+    case shutdown_step::queue:
+      return "stopping the message_queue";
+    case shutdown_step::final_weights:
+      return "taking the final weights";
+    case shutdown_step::trainer:
+      return "stopping the trainer";
+    case shutdown_step::done:
+      return "done";
   }
   return "?";
 }
@@ -272,10 +279,9 @@ void shutdown(ctrl_ptr self, std::string failure, run_status status) {
 // so it is deterministic under the test coordinator) and fails the run after four ticks in a row
 // without a completed optimizer step, naming what each role waits on.
 void arm_watchdog(ctrl_ptr self) {
-  const double timeout = self->state.progress_timeout_s;
-  if (timeout <= 0) return;
-  const auto tick = std::chrono::milliseconds(std::max<int64_t>(1, std::llround(timeout * 250)));
-  self->delayed_send(self, tick, watchdog_atom::value);
+  const auto& watch = self->state.watch;
+  if (!watch.enabled()) return;
+  self->delayed_send(self, watch.tick(), watchdog_atom::value);
 }
 
 namespace {
@@ -309,15 +315,12 @@ std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
 
 void on_watchdog(ctrl_ptr self) {
   auto& st = self->state;
-  if (st.shutting_down() || st.progress_timeout_s <= 0) return;   // off (the console may re-arm)
-  if (st.last_step_no != st.watchdog_seen_step || st.paused) {  // paused: no step is expected
-    st.watchdog_seen_step = st.last_step_no;
-    st.watchdog_quiet_ticks = 0;
-  } else if (++st.watchdog_quiet_ticks >= 4) {
-    const auto timeout = st.progress_timeout_s;
+  if (st.shutting_down() || !st.watch.enabled()) return;  // off (the console may re-arm)
+  if (st.watch.on_tick(st.paused)) {
+    const auto timeout = st.watch.timeout_s();
     auto head = fmt::format(
         "no optimizer step completed for {:g} s (runtime.progress_timeout_s; last step {}): ",
-        timeout, st.last_step_no);
+        timeout, st.watch.last_step());
     self->request(st.queue, std::chrono::seconds(5), stats_atom::value)
         .then([self, head](queue_stats& q) { shutdown(self, head + describe_wait(self, &q)); },
               [self, head](const caf::error&) {
@@ -344,8 +347,9 @@ void spawn_roles(ctrl_ptr self) {
   st.reward = spawn_reward(sys, reward_args{env, st.queue});
   // The rollouters' starting weights in their dtype, cast here once for all of them (a
   // checkpoint's are in that dtype already).
-  const auto weights = convert_snapshot(
-      restore ? restore->trainer.rollout_weights : st.args.initial, rollout_weights_dtype(env->params.rollouter));
+  const auto weights =
+      convert_snapshot(restore ? restore->trainer.rollout_weights : st.args.initial,
+                       rollout_weights_dtype(env->params.rollouter));
   std::vector<rollouter_actor> local;
   for (int32_t w = 0; w < static_cast<int32_t>(env->params.controller.local_rollouters); ++w) {
     local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));
@@ -416,7 +420,7 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
 controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args args) {
   auto& st = self->state;
   st.args = std::move(args);
-  st.progress_timeout_s = st.args.env->params.controller.progress_timeout_s;
+  st.watch.set_timeout(st.args.env->params.controller.progress_timeout_s);
   install_exception_handler(self, "controller");
   {
     std::vector<std::vector<int32_t>> prompts;
@@ -425,8 +429,8 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
       prompts.push_back(encode_prompt(*st.args.env->tokenizer, st.args.env->prompt, ex));
       truths.push_back(ex.ground_truth);
     }
-    st.loader = prompt_loader(std::move(prompts), std::move(truths),
-                              st.args.env->params.controller.seed);
+    st.loader =
+        prompt_loader(std::move(prompts), std::move(truths), st.args.env->params.controller.seed);
   }
   if (st.args.resume) restore_from_checkpoint(self);
   self->set_exit_handler([self](caf::exit_msg& em) { on_child_exit(self, em); });
@@ -491,7 +495,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
           self->send(st.trainer, checkpoint_atom::value, interrupt_atom::value);
           return;
         }
-        shutdown(self, "interrupted at step " + std::to_string(st.last_step_no),
+        shutdown(self, "interrupted at step " + std::to_string(st.watch.last_step()),
                  run_status::interrupted);
       },
       [self](requeue_atom, int32_t worker, caf::actor_addr& dead) {

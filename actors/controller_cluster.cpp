@@ -61,7 +61,8 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   auto& st = self->state;
   if (auto why = check_secret(self, req.secret, "worker"); !why.empty())
     return caf::make_error(caf::sec::runtime_error, why);
-  if (st.shutting_down()) return caf::make_error(caf::sec::runtime_error, "the run is shutting down");
+  if (st.shutting_down())
+    return caf::make_error(caf::sec::runtime_error, "the run is shutting down");
   if (req.rollouters <= 0 || !req.agent)
     return caf::make_error(caf::sec::invalid_argument,
                            "a worker must bring at least one rollouter and its agent");
@@ -75,8 +76,8 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   // run's parameters before the first chunk arrives (both travel the same connection, in order).
   auto rp = self->make_response_promise<join_reply>();
   rp.deliver(join_reply{worker_setup_of(st.args.env->params), first,
-                        caf::actor_cast<caf::actor>(st.queue), caf::actor_cast<caf::actor>(st.reward),
-                        caf::actor_cast<caf::actor>(self)});
+                        caf::actor_cast<caf::actor>(st.queue),
+                        caf::actor_cast<caf::actor>(st.reward), caf::actor_cast<caf::actor>(self)});
   self->request(st.sync, caf::infinite, join_atom::value, req.agent, first, req.rollouters)
       .then(
           [self, agent_addr, first](std::vector<caf::actor>& rs) {

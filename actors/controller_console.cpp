@@ -13,6 +13,7 @@
 
 #include "actors/console_tasks.hpp"
 #include "actors/controller_state.hpp"
+#include "actors/controller_views.hpp"
 #include "runtime/console/commands.hpp"
 #include "runtime/console/live_keys.hpp"
 
@@ -73,7 +74,7 @@ void log_event(ctrl_ptr self, json e) {
   if (st.args.run_dir.empty()) return;
   if (!st.events)
     st.events = std::make_unique<std::ofstream>(st.args.run_dir + "/events.jsonl", std::ios::app);
-  json line{{"time", now_iso()}, {"wall_time_s", st.wall_s()}, {"step", st.last_step_no}};
+  json line{{"time", now_iso()}, {"wall_time_s", st.wall_s()}, {"step", st.watch.last_step()}};
   line.update(e);
   *st.events << line.dump() << "\n" << std::flush;
 }
@@ -81,99 +82,6 @@ void log_event(ctrl_ptr self, json e) {
 std::string where_of(ctrl_ptr self, int32_t worker) {
   auto& st = self->state;
   return st.cluster.where(worker);
-}
-
-json rollouters_json(ctrl_ptr self) {
-  auto& st = self->state;
-  const auto in_flight = st.ledger.in_flight_by_worker();
-  json rs = json::array();
-  for (auto& [w, r] : st.rollouters) {
-    json x{{"id", w}, {"where", where_of(self, w)}};
-    if (auto p = st.progress.find(w); p != st.progress.end()) {
-      x["state"] = p->second.state;
-      x["weight_version"] = p->second.version;
-      x["tokens_generated"] = p->second.tokens_generated;
-      x["groups_completed"] = p->second.groups_completed;
-      x["busy_ms"] = p->second.busy_ms;
-    } else {
-      x["state"] = "starting";
-    }
-    auto f = in_flight.find(w);
-    x["prompts_in_flight"] = f == in_flight.end() ? 0 : f->second;
-    rs.push_back(std::move(x));
-  }
-  return rs;
-}
-
-json status_json(ctrl_ptr self, const queue_stats* q, const reward_counts* rc) {
-  auto& st = self->state;
-  json j;
-  j["run"] = {{"mode", to_string(st.args.env->params.controller.mode)},
-              {"state", st.shutting_down() ? "stopping"
-                        : st.paused      ? "paused"
-                                         : "running"},
-              {"step", st.last_step_no},
-              {"total_steps", st.args.env->plan.total_steps},
-              {"wall_time_s", st.wall_s()}};
-  // What the trainer is doing, as the queue sees it: a pull waiting for groups, or none (it is
-  // computing a step).
-  std::string trainer_state = "training";
-  if (st.shutting_down())
-    trainer_state = "stopping";
-  else if (q && q->pull_waiting_min > 0)
-    trainer_state = "waiting for " + std::to_string(q->pull_waiting_min) + " group(s)";
-  json tr{{"state", trainer_state}, {"step", st.last_step_no}};
-  if (st.last_report) {
-    tr["policy_version"] = st.last_report->policy_version;
-    tr["prox_version"] = st.last_report->prox_version;
-    tr["last_step_stale_samples"] = st.last_report->stale_samples;
-  }
-  j["trainer"] = tr;
-  j["rollouters"] = rollouters_json(self);
-  // A weight sync in progress shows in the rollouters: paused for it, or loading.
-  bool syncing = false;
-  for (auto& [w, p] : st.progress)
-    syncing |= p.state == "interrupted" || p.state == "syncing";
-  j["synchronizer"] = {{"state", syncing ? "syncing" : "idle"}};
-  if (rc)
-    j["reward"] = {{"state", rc->in_progress > 0 ? "scoring" : "idle"},
-                   {"groups_scoring", rc->in_progress}};
-  if (q) {
-    j["weights"] = {{"published_version", q->published_version}};
-    j["queue"] = {{"depth", q->depth},
-                  {"running", q->running},
-                  {"capacity", q->capacity},
-                  {"window_budget", q->window_budget},
-                  {"admitted_in_window", q->admitted_in_window},
-                  {"carried", q->carried},
-                  {"held", q->held},
-                  {"admission_limit", q->admission_limit},
-                  {"received", q->received},
-                  {"delivered", q->delivered},
-                  {"dropped_stale", q->dropped_stale},
-                  {"lost", q->lost}};
-  }
-  const auto& live =
-      (st.live_cfg ? st.live_cfg->params() : st.args.env->params).trainer.schedule.async_training;
-  j["staleness"] = {{"max_staleness", live.max_staleness},
-                    {"staleness_threshold", live.staleness_threshold},
-                    {"max_delivered", q ? q->max_delivered_staleness : -1}};
-  // Prompts, as the ledger counts them: every schedule position handed out (dispatched) is
-  // trained (or filtered), dropped, in flight, or waiting to be generated again.
-  const auto dispatched = static_cast<int64_t>(st.loader.dispatched());
-  const auto trained = static_cast<int64_t>(st.ledger.trained_seqs().size());
-  const auto dropped = static_cast<int64_t>(st.ledger.dropped_seqs().size());
-  const auto in_flight = static_cast<int64_t>(st.ledger.in_flight());
-  const auto retry = static_cast<int64_t>(st.loader.waiting().size());
-  j["in_flight"] = {{"prompts", in_flight},
-                    {"to_regenerate", retry},
-                    {"scoring_groups", rc ? rc->in_progress : -1},
-                    {"queued_groups", q ? q->depth : -1}};
-  j["accounting"] = {
-      {"dispatched", dispatched}, {"trained", trained},
-      {"dropped", dropped},       {"in_flight", in_flight},
-      {"to_regenerate", retry},   {"holds", dispatched == trained + dropped + in_flight + retry}};
-  return j;
 }
 
 reply do_status(ctrl_ptr self) {
@@ -185,24 +93,20 @@ reply do_status(ctrl_ptr self) {
             self->request(self->state.reward, kRoleTimeout, stats_atom::value)
                 .then(
                     [self, rp, q](reward_counts& rc, std::vector<int64_t>&) mutable {
-                      rp.deliver(answer(status_json(self, &q, &rc)));
+                      rp.deliver(answer(console_status_view(self->state, &q, &rc)));
                     },
                     [self, rp, q](const caf::error&) mutable {
-                      rp.deliver(answer(status_json(self, &q, nullptr)));
+                      rp.deliver(answer(console_status_view(self->state, &q, nullptr)));
                     });
           },
           [self, rp](const caf::error&) mutable {
-            rp.deliver(answer(status_json(self, nullptr, nullptr)));
+            rp.deliver(answer(console_status_view(self->state, nullptr, nullptr)));
           });
   return rp;
 }
 
 reply do_metrics(ctrl_ptr self, int64_t n) {
-  auto& st = self->state;
-  json steps = json::array();
-  for (auto& line : st.metrics.recent(n))
-    steps.push_back(json::parse(line));
-  return answer(json{{"steps", steps}});
+  return answer(console_metrics_view(self->state, n));
 }
 
 reply do_workers(ctrl_ptr self) {
@@ -210,18 +114,7 @@ reply do_workers(ctrl_ptr self) {
   self->request(self->state.reward, kRoleTimeout, stats_atom::value)
       .then(
           [self, rp](reward_counts& rc, std::vector<int64_t>& load) mutable {
-            json ws = json::array();
-            for (size_t i = 0; i < load.size(); ++i)
-              ws.push_back({{"slot", i}, {"where", "local"}, {"calls_in_flight", load[i]}});
-            rp.deliver(answer(json{{"rollouters", rollouters_json(self)},
-                                   {"reward_workers", ws},
-                                   {"reward",
-                                    {{"received", rc.received},
-                                     {"forwarded", rc.forwarded},
-                                     {"in_progress", rc.in_progress},
-                                     {"failures", rc.failures},
-                                     {"timeouts", rc.timeouts},
-                                     {"worker_restarts", rc.worker_restarts}}}}));
+            rp.deliver(answer(console_workers_view(self->state, rc, load)));
           },
           [rp](const caf::error& e) mutable {
             rp.deliver(refuse("the reward did not answer: " + to_string(e)));
@@ -230,13 +123,13 @@ reply do_workers(ctrl_ptr self) {
 }
 
 reply do_get(ctrl_ptr self, const std::string& name) {
-  auto& cfg = live_cfg(self);
+  auto& live = live_cfg(self);
   auto key = resolve_live_key(name);
   if (key.empty()) key = name;
-  if (!cfg.has(key))
+  if (!live.has(key))
     return refuse("unknown config key '" + name + "' (asyncrl config --describe lists them)");
   return answer(
-      json{{"key", key}, {"value", cfg.value(key)}, {"live", !resolve_live_key(key).empty()}});
+      json{{"key", key}, {"value", live.value(key)}, {"live", !resolve_live_key(key).empty()}});
 }
 
 reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
@@ -274,16 +167,14 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
   if (target == live_target::rollouters) {
     for (auto& [w, r] : st.rollouters)
       self->send(r, set_atom::value, params.rollouter.temperature);
-    event["effective_step"] = st.last_step_no + 1;
+    event["effective_step"] = st.watch.last_step() + 1;
     event["effect"] = "groups started from now on";
     log_event(self, event);
     return answer(event);
   }
   if (target == live_target::controller) {
-    const bool was_off = st.progress_timeout_s <= 0;
-    st.progress_timeout_s = params.controller.progress_timeout_s;
-    if (was_off) arm_watchdog(self);
-    event["effective_step"] = st.last_step_no + 1;
+    if (st.watch.set_timeout(params.controller.progress_timeout_s)) arm_watchdog(self);
+    event["effective_step"] = st.watch.last_step() + 1;
     event["effect"] = "now";
     log_event(self, event);
     return answer(event);
@@ -337,7 +228,7 @@ reply with_current_weights(ctrl_ptr self, Spawn spawn_task) {
                 .then(
                     [self, rp](std::string& out) mutable {
                       auto j = json::parse(out);
-                      j["step"] = self->state.last_step_no;
+                      j["step"] = self->state.watch.last_step();
                       rp.deliver(answer(j));
                     },
                     [rp](const caf::error& e) mutable { rp.deliver(refuse(to_string(e))); });
@@ -441,7 +332,7 @@ reply do_stop(ctrl_ptr self) {
     ++st.interrupts;  // as a first SIGINT: the checkpoint's writer stops the run
     self->send(st.trainer, checkpoint_atom::value);
   } else {
-    shutdown(self, "stopped from the console at step " + std::to_string(st.last_step_no),
+    shutdown(self, "stopped from the console at step " + std::to_string(st.watch.last_step()),
              run_status::stopped);
   }
   return answer(json{{"stopping", true}, {"checkpoint", checkpoint}});

@@ -132,7 +132,7 @@ void restore_from_checkpoint(ctrl_ptr self) {
   st.result.resumed_from_step = rs.step;
   st.result.steps = rs.step;
   st.result.tokens_trained = rs.tokens_trained;
-  st.last_step_no = rs.step;
+  st.watch.step_done(rs.step);
   st.metrics.continue_from(rs.tokens_generated, rs.wall_time_s);
   if (!st.args.run_dir.empty()) trim_metrics(st.args.run_dir + "/metrics.jsonl", rs.step);
   spdlog::info("resume: step {}, epoch {}, {} groups back in the queue, {} prompts to regenerate",

@@ -32,8 +32,10 @@ env_ptr make_env(const role_params& params, const model_config& model, tokenizer
   int rollout = colocated ? std::max(1, cores / workers)
                           : std::max(1, (cores - cores / (workers + 1)) / workers);
   int trainer = colocated ? cores : std::max(1, cores / (workers + 1));
-  env->rollout_threads = node.rollout_threads > 0 ? static_cast<int>(node.rollout_threads) : rollout;
-  env->trainer_threads = node.trainer_threads > 0 ? static_cast<int>(node.trainer_threads) : trainer;
+  env->rollout_threads =
+      node.rollout_threads > 0 ? static_cast<int>(node.rollout_threads) : rollout;
+  env->trainer_threads =
+      node.trainer_threads > 0 ? static_cast<int>(node.trainer_threads) : trainer;
   // OpenMP spinning: libgomp's workers spin after each parallel region before they sleep
   // (OMP_WAIT_POLICY unset: up to GOMP_SPINCOUNT = 300k spins, about a millisecond), on
   // whatever core they run. With one torch thread per role (the 2-core default) no role has an

@@ -135,8 +135,7 @@ void serve_pull(queue_ptr self) {
       [&](const scored_group& g, int64_t staleness) {
         ++st.counters.dropped_stale;
         st.adm->on_dropped();
-        const bool regenerate =
-            st.args.env->params.queue.regenerate_stale;
+        const bool regenerate = st.args.env->params.queue.regenerate_stale;
         if (regenerate) ++st.counters.regenerated;
         // The controller owns the prompt: it records the drop, or generates the prompt again.
         self->send(st.args.controller, dropped_atom::value, g.group_id, regenerate);

@@ -111,7 +111,8 @@ external_scorer_options scorer_options(const reward_section& r) {
 caf::result<double> score_external(worker_ptr self, const actor_env& env, scorer_tally& tally,
                                    scorer_request req) {
   auto& st = self->state;
-  if (!st.scorer) st.scorer = std::make_unique<external_scorer>(scorer_options(env.params.reward.reward));
+  if (!st.scorer)
+    st.scorer = std::make_unique<external_scorer>(scorer_options(env.params.reward.reward));
   auto r = st.scorer->score(req);
   tally.add(st.reported, st.scorer->counts());
   if (st.scorer->gave_up()) {
@@ -476,8 +477,7 @@ void on_worker_down(reward_ptr self, size_t slot, const caf::error& reason) {
   if (!st.restarts->spend(self->clock().now())) {
     give_up(self, fmt::format("reward: {} worker restarts within {:g} s (supervision.max_restarts "
                               "{}): giving up; last crash: {}",
-                              st.restarts->in_window(), sv.restart_window_s, sv.max_restarts,
-                              why));
+                              st.restarts->in_window(), sv.restart_window_s, sv.max_restarts, why));
     return;
   }
   spawn_into(self, slot);

@@ -164,7 +164,9 @@ live_config::~live_config() = default;
 live_config::live_config(live_config&&) noexcept = default;
 live_config& live_config::operator=(live_config&&) noexcept = default;
 
-bool live_config::has(const std::string& key) const { return impl_->loaded->schema.has(key); }
+bool live_config::has(const std::string& key) const {
+  return impl_->loaded->schema.has(key);
+}
 
 std::string live_config::value(const std::string& key) const {
   return impl_->loaded->schema.value(key);
@@ -175,6 +177,8 @@ live_config live_config::with(const std::string& key, const std::string& value) 
       impl{load_config_text(yaml(), "the run's config", {key + "=" + value})}));
 }
 
-std::string live_config::yaml() const { return impl_->loaded->schema.dump_yaml(); }
+std::string live_config::yaml() const {
+  return impl_->loaded->schema.dump_yaml();
+}
 
 }  // namespace asyncrl

@@ -70,7 +70,8 @@ struct rollouter_actor_state {
   clock::time_point born = clock::now();
 
   int64_t capacity_groups() const {
-    return std::max<int64_t>(1, args.env->params.rollouter.max_batch / args.env->params.rollouter.group_size);
+    return std::max<int64_t>(
+        1, args.env->params.rollouter.max_batch / args.env->params.rollouter.group_size);
   }
   bool paused() const {
     return state == rollouter_state::interrupted || state == rollouter_state::syncing;
@@ -415,15 +416,13 @@ auto resume_when_paused(self_ptr self) {
 // the same in every state, written here once.
 template <class... Handlers>
 rollouter_actor::behavior_type in_state(self_ptr self, Handlers... own) {
-  return {std::move(own)..., on_load(self),  on_apply(self),
+  return {std::move(own)...,    on_load(self),  on_apply(self),
           on_temperature(self), on_delay(self), on_stop(self)};
 }
 
 rollouter_actor::behavior_type idle(self_ptr self) {
   return in_state(
-      self,
-      [self](start_atom) { request_work(self); },
-      [](gen_atom) {},
+      self, [self](start_atom) { request_work(self); }, [](gen_atom) {},
       [self](pause_atom, int64_t token) -> caf::result<int64_t> {
         if (add_pause(self, token)) enter(self, rollouter_state::interrupted, interrupted(self));
         return int64_t{0};
@@ -433,9 +432,7 @@ rollouter_actor::behavior_type idle(self_ptr self) {
 
 rollouter_actor::behavior_type generating(self_ptr self) {
   return in_state(
-      self,
-      [self](start_atom) { request_work(self); },
-      [self](gen_atom) { run_chunk(self); },
+      self, [self](start_atom) { request_work(self); }, [self](gen_atom) { run_chunk(self); },
       [self](pause_atom, int64_t token) -> caf::result<int64_t> {
         auto& st = self->state;
         if (st.draining) return caf::skip;  // answered once the drain completes
@@ -460,23 +457,19 @@ rollouter_actor::behavior_type generating(self_ptr self) {
 
 rollouter_actor::behavior_type interrupted(self_ptr self) {
   return in_state(
-      self,
-      [](start_atom) {},
-      [](gen_atom) {},  // a chunk queued before the pause: nothing to do
-                        // now
-      already_paused(self),
-      resume_when_paused(self));
+      self, [](start_atom) {}, [](gen_atom) {},  // a chunk queued before the pause: nothing to do
+                                                 // now
+      already_paused(self), resume_when_paused(self));
 }
 
 rollouter_actor::behavior_type syncing(self_ptr self) {
-  return in_state(self, [](start_atom) {}, [](gen_atom) {}, already_paused(self),
-                  resume_when_paused(self));
+  return in_state(
+      self, [](start_atom) {}, [](gen_atom) {}, already_paused(self), resume_when_paused(self));
 }
 
 rollouter_actor::behavior_type resuming(self_ptr self) {
   return in_state(
-      self,
-      [](start_atom) {},
+      self, [](start_atom) {},
       [self](gen_atom) {
         // Resubmit partial responses: the generator re-prefills prompt + partial tokens under
         // the new weights, and their old tokens count against max_new_tokens.
@@ -515,8 +508,7 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   model->to(device);
   // bf16 rollouts: bf16 weights, activations and KV cache (the generator's cache follows the
   // model's compute dtype); the snapshots arrive in bf16 already and are aliased on the CPU.
-  if (rollout_weights_dtype(rp) == weight_dtype::bf16)
-    cast_parameters(*model, torch::kBFloat16);
+  if (rollout_weights_dtype(rp) == weight_dtype::bf16) cast_parameters(*model, torch::kBFloat16);
   model->eval();
   st.model = model.ptr();
   load_snapshot(*st.model, st.args.initial, /*alias=*/true);

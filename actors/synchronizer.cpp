@@ -64,9 +64,12 @@ enum class sync_activity { idle, syncing, joining };
 
 const char* to_string(sync_activity a) {
   switch (a) {
-    case sync_activity::idle: return "idle";
-    case sync_activity::syncing: return "syncing";
-    case sync_activity::joining: return "joining";
+    case sync_activity::idle:
+      return "idle";
+    case sync_activity::syncing:
+      return "syncing";
+    case sync_activity::joining:
+      return "joining";
   }
   return "?";
 }
@@ -236,8 +239,8 @@ bool enter_load(sync_ptr self, std::shared_ptr<sync_run> run) {
             });
   }
   for (auto& [addr, n] : st.nodes)
-    self->request(caf::actor_cast<node_agent_actor>(n.agent), st.remote_timeout(),
-                  load_atom::value, v)
+    self->request(caf::actor_cast<node_agent_actor>(n.agent), st.remote_timeout(), load_atom::value,
+                  v)
         .then(
             [self, run, a, addr = addr](int64_t) {
               if (stale(*run, a, sync_phase::load)) return;

@@ -42,6 +42,29 @@ struct step_acc {
   std::vector<uint64_t> ids;  // every group consumed, trained or filtered
 };
 
+// Where the trainer is in its run. It trains until one of three ends; after any of them it
+// consumes no more groups, refuses live settings, and a pull still out only counts its groups.
+enum class trainer_phase {
+  training,     // pulling groups and stepping
+  done,         // reached trainer.total_steps (the controller got done_atom)
+  interrupted,  // checkpointed at the last boundary for an interrupt; a stop follows
+  stopping,     // the controller's stop arrived: waiting for the groups delivered before it
+};
+
+const char* to_string(trainer_phase p) {
+  switch (p) {
+    case trainer_phase::training:
+      return "training";
+    case trainer_phase::done:
+      return "done";
+    case trainer_phase::interrupted:
+      return "interrupted";
+    case trainer_phase::stopping:
+      return "stopping";
+  }
+  return "?";
+}
+
 struct trainer_state {
   static inline const char* name = "trainer";
   trainer_args args;
@@ -71,13 +94,26 @@ struct trainer_state {
   double last_sync_ms = 0;
   int64_t last_sync_bytes = 0;
   clock::time_point step_start = clock::now();
-  bool pulling = false, finished = false;
+  trainer_phase phase = trainer_phase::training;
+  bool pulling = false;  // a pull is out (its answer may still arrive after the training ended)
   int64_t next_checkpoint = 0;     // checkpoint.every_steps: the next step due one; 0 = off
   bool checkpoint_wanted = false;  // the controller asked for one (a signal)
   bool resumed = false;
 };
 
 using trainer_ptr = trainer_actor::stateful_pointer<trainer_state>;
+
+bool finished(const trainer_state& st) {
+  return st.phase != trainer_phase::training;
+}
+
+// Every change of phase goes through here, so that the log names each one.
+void set_phase(trainer_ptr self, trainer_phase p) {
+  auto& st = self->state;
+  if (st.phase == p) return;
+  spdlog::debug("trainer: {} -> {} after step {}", to_string(st.phase), to_string(p), st.step);
+  st.phase = p;
+}
 
 void pull_next(trainer_ptr self);
 
@@ -266,8 +302,8 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
   compute_region cpu;
   c.state = st.pt->save_state();
   // In the rollouters' dtype: on resume they load exactly what they held.
-  c.rollout_weights =
-      snapshot_weights(*st.pt->policy(), st.pt->version(), rollout_weights_dtype(st.args.env->params.rollouter));
+  c.rollout_weights = snapshot_weights(*st.pt->policy(), st.pt->version(),
+                                       rollout_weights_dtype(st.args.env->params.rollouter));
   return c;
 }
 
@@ -288,7 +324,8 @@ void publish(trainer_ptr self) {
   auto snap = [&] {
     compute_region cpu;
     const auto& policy = *st.pt->policy();
-    return snapshot_weights(policy, st.pt->version(), rollout_weights_dtype(st.args.env->params.rollouter),
+    return snapshot_weights(policy, st.pt->version(),
+                            rollout_weights_dtype(st.args.env->params.rollouter),
                             on_accelerator(policy) ? snapshot_place::device : snapshot_place::host);
   }();
   self->request(st.args.synchronizer, caf::infinite, publish_atom::value, std::move(snap))
@@ -299,7 +336,7 @@ void publish(trainer_ptr self) {
             self->state.last_sync_bytes = r.bytes;
           },
           [self](const caf::error& e) {
-            if (!self->state.finished)
+            if (!finished(self->state))
               spdlog::warn("trainer: publish failed: {}", self->system().render(e));
           });
 }
@@ -364,7 +401,7 @@ void do_step(trainer_ptr self) {
   if (crash_at > 0 && st.step == crash_at && !st.resumed)
     throw std::runtime_error("injected fault: trainer crash after step " + std::to_string(st.step));
   if (st.step >= plan.total_steps) {
-    st.finished = true;
+    set_phase(self, trainer_phase::done);
     self->send(st.args.controller, done_atom::value);
     return;
   }
@@ -390,7 +427,7 @@ bool gathering(trainer_ptr self) {
 void process_buffer(trainer_ptr self) {
   auto& st = self->state;
   const auto per_step = st.plan.groups_per_step;
-  while (!st.buffer.empty() && !st.finished && !gathering(self)) {
+  while (!st.buffer.empty() && !finished(st) && !gathering(self)) {
     consume(self, st.buffer.front());
     st.buffer.pop_front();
     if (st.groups_in_step == per_step) do_step(self);
@@ -400,7 +437,7 @@ void process_buffer(trainer_ptr self) {
   // wait for micro_batch_size / G groups). The next pull collects what arrives meanwhile.
   const auto& tr = st.args.env->params.trainer;
   if (!tr.group_aligned_micro_batches && tr.eager_micro_batches && st.queue_drained &&
-      !st.finished && !gathering(self))
+      !finished(st) && !gathering(self))
     train_pending(st);
   pull_next(self);
 }
@@ -435,7 +472,7 @@ void adopt_live(trainer_ptr self) {
 
 void pull_next(trainer_ptr self) {
   auto& st = self->state;
-  if (st.finished || st.pulling) return;
+  if (finished(st) || st.pulling) return;
   if (st.pending_live && st.groups_in_step == 0 && st.buffer.empty()) adopt_live(self);
   const auto& plan = st.plan;
   int64_t min = 1, max = plan.groups_per_step - st.groups_in_step;
@@ -482,7 +519,7 @@ void pull_next(trainer_ptr self) {
           },
           [self](const caf::error& e) {
             self->state.pulling = false;
-            if (!self->state.finished)
+            if (!finished(self->state))
               self->send(self->state.args.controller, fail_atom::value,
                          "trainer: pull failed: " + self->system().render(e));
           });
@@ -536,7 +573,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
         // Never inside a step: the groups streamed into it are accumulated gradients, which a
         // checkpoint cannot hold (policy_trainer::save_state refuses them).
         auto& st = self->state;
-        if (st.groups_in_step == 0 && (at_checkpoint_boundary(self) || st.finished))
+        if (st.groups_in_step == 0 && (at_checkpoint_boundary(self) || finished(st)))
           send_checkpoint(self);
         else
           self->state.checkpoint_wanted = true;
@@ -549,7 +586,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
         // it closes), its groups are regenerated on resume (make_checkpoint leaves them out),
         // and the accumulated gradient is dropped. The trainer then trains no more.
         auto& st = self->state;
-        if (!at_checkpoint_boundary(self) && !st.finished) {
+        if (!at_checkpoint_boundary(self) && !finished(st)) {
           st.checkpoint_wanted = true;  // sync/periodic inside a window: at its end
           return;
         }
@@ -561,12 +598,12 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
           compute_region cpu;
           st.pt->discard_pending();
         }
-        st.finished = true;
+        set_phase(self, trainer_phase::interrupted);
         send_checkpoint(self);
       },
       [self](set_atom, live_settings& s) -> caf::result<int64_t> {
         auto& st = self->state;
-        if (st.finished)
+        if (finished(st))
           return caf::make_error(caf::sec::runtime_error, "the trainer has finished its steps");
         st.pending_step = next_boundary_step(st);
         st.pending_live = s;
@@ -575,7 +612,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
       },
       [self](stop_atom, int64_t expected_groups) -> caf::result<trainer_counts> {
         auto& st = self->state;
-        st.finished = true;
+        set_phase(self, trainer_phase::stopping);
         auto promise = st.stop.arm(self, expected_groups);
         finish_stop(self);
         return promise;

@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
     init.num_hidden_layers = 4;
     auto mcfg = model_config::from_init(init, tok.vocab_size(), tok.bos_id(), tok.eos_id());
     auto trainer = init_causal_lm(mcfg, 0.02, 1, torch::kCPU);
-    auto env = make_env(make_role_params(lc->cfg), mcfg, std::make_shared<char_tokenizer>(tok), /*detached=*/true);
+    auto env = make_env(make_role_params(lc->cfg), mcfg, std::make_shared<char_tokenizer>(tok),
+                        /*detached=*/true);
     std::vector<rollouter_actor> rs;
     for (int i = 0; i < R; ++i)
       rs.push_back(fake_rollouter(sys, mcfg));

@@ -117,7 +117,8 @@ run_outcome run_coordinated(const run_config& cfg, run_files files) {
                                     static_cast<size_t>(cfg.data.test_size),
                                     static_cast<uint64_t>(cfg.data.seed));
   controller_args ca;
-  ca.env = make_env(make_role_params(cfg), mcfg, std::make_shared<char_tokenizer>(tok), /*detached=*/false);
+  ca.env = make_env(make_role_params(cfg), mcfg, std::make_shared<char_tokenizer>(tok),
+                    /*detached=*/false);
   ca.initial = snapshot_weights(*model, 0);
   ca.train = data.train;
   ca.test = data.test;

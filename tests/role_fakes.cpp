@@ -115,6 +115,31 @@ queue_actor forwarding_queue(caf::actor_system& sys, caf::actor sink) {
   });
 }
 
+synchronizer_actor fake_synchronizer(coordinated_system& cs, sync_hooks hooks) {
+  auto h = std::make_shared<const sync_hooks>(std::move(hooks));
+  return cs.track(
+      cs.sys().spawn([h](synchronizer_actor::pointer) -> synchronizer_actor::behavior_type {
+        return {
+            [h](publish_atom, weight_snapshot& w) {
+              if (h->publish) return h->publish(w);
+              sync_report r;
+              r.version = w.version;
+              r.ok = true;
+              return r;
+            },
+            [](respawn_atom, int32_t) -> caf::result<caf::actor> { return caf::actor{}; },
+            [](join_atom, caf::actor, int32_t, int32_t) -> caf::result<std::vector<caf::actor>> {
+              return std::vector<caf::actor>{};
+            },
+            [](leave_atom, std::vector<int32_t>&) {},
+            [](retry_atom) {},
+            [](stop_atom) -> caf::result<int64_t, int64_t> {
+              return {int64_t{0}, int64_t{0}};
+            },
+        };
+      }));
+}
+
 rollouter_actor fake_rollouter(coordinated_system& cs, rollouter_hooks hooks) {
   auto h = std::make_shared<const rollouter_hooks>(std::move(hooks));
   return cs.track(

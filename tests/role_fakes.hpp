@@ -64,6 +64,15 @@ struct rollouter_hooks {
   bool hang = false;  // never answer a pause (the drain or the watchdog must end the sync)
 };
 
+/// What a fake synchronizer answers a publish; unset: an ok report of the published version.
+struct sync_hooks {
+  std::function<sync_report(const weight_snapshot&)> publish;
+};
+
+/// A synchronizer that answers each publish through its hook and ignores the rest of its
+/// interface (no members, no joins). Tracked by `cs`.
+synchronizer_actor fake_synchronizer(coordinated_system& cs, sync_hooks hooks);
+
 /// A rollouter that pauses, loads (answering the snapshot's version) and resumes as asked, and
 /// generates nothing. Tracked by `cs`.
 rollouter_actor fake_rollouter(coordinated_system& cs, rollouter_hooks hooks);

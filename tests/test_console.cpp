@@ -314,21 +314,7 @@ struct half_step_trainer {
     };
     // Kept: the held promise needs its queue alive.
     queue = test::fake_queue(cs, std::move(qh));
-    auto sync = cs.track(
-        cs.sys().spawn([](synchronizer_actor::pointer) -> synchronizer_actor::behavior_type {
-          return {
-              [](publish_atom, weight_snapshot& w) { return sync_report{w.version}; },
-              [](respawn_atom, int32_t) -> caf::result<caf::actor> { return caf::actor{}; },
-              [](join_atom, caf::actor, int32_t, int32_t) -> caf::result<std::vector<caf::actor>> {
-                return std::vector<caf::actor>{};
-              },
-              [](leave_atom, std::vector<int32_t>&) {},
-              [](retry_atom) {},
-              [](stop_atom) -> caf::result<int64_t, int64_t> {
-                return {int64_t{0}, int64_t{0}};
-              },
-          };
-        }));
+    auto sync = test::fake_synchronizer(cs, {});
     test::controller_hooks ch;
     ch.report = [=](const step_report& r) { seen->reports.push_back(r.step); };
     ch.checkpoint = [=](const trainer_checkpoint& c) { seen->checkpoints.push_back(c); };

@@ -9,10 +9,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "actors/env.hpp"
 #include "actors/metrics_log.hpp"
 #include "runtime/common/cpu_affinity.hpp"
 #include "runtime/common/cpu_time.hpp"
 #include "runtime/common/omp_team.hpp"
+#include "runtime/model/model_config.hpp"
 #include "runtime/text/char_tokenizer.hpp"
 #include "tests/actor_harness.hpp"
 

@@ -27,7 +27,7 @@ struct agent_under_test {
   std::shared_ptr<bool> quit = std::make_shared<bool>(false);
 };
 
-// An agent joined to a fake controller (which answers the join with an empty config; the
+// An agent joined to a fake controller (which answers the join with an empty worker_setup; the
 // environment comes from tiny_env), and a watcher that records its exit.
 agent_under_test joined_agent(test::coordinated_system& cs) {
   agent_under_test a;
@@ -35,7 +35,7 @@ agent_under_test joined_agent(test::coordinated_system& cs) {
   node_agent_args args;
   args.controller = a.controller;
   args.host = "test";
-  args.make_env = [](const std::string&) { return test::tiny_env({}); };
+  args.make_env = [](const worker_setup&) { return test::tiny_env({}); };
   a.lost = args.lost;
   a.agent = caf::actor_cast<caf::actor>(spawn_node_agent(cs.sys(), std::move(args)));
   cs.track(a.agent);

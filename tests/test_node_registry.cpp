@@ -14,9 +14,8 @@ namespace {
 struct NodeRegistry : ::testing::Test {
   test::coordinated_system cs;
   caf::actor agent(caf::actor_system& sys) {
-    return cs.track(sys.spawn([](caf::event_based_actor*) -> caf::behavior {
-      return {[](int32_t) {}};
-    }));
+    return cs.track(
+        sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int32_t) {}}; }));
   }
   caf::actor_addr addr(const caf::actor& a) { return caf::actor_cast<caf::actor_addr>(a); }
 };
@@ -56,8 +55,8 @@ TEST_F(NodeRegistry, TracksWhereEachRollouterRunsAndWhatALostNodeHeld) {
   EXPECT_FALSE(r.remove(addr(a)));  // a second loss of the same node is nothing
   EXPECT_FALSE(r.is_node(addr(a)));
   EXPECT_TRUE(r.is_node(addr(b)));
-  EXPECT_TRUE(r.is_remote(2));       // still remote: never restarted locally
-  EXPECT_EQ(r.where(2), "local");    // its node is gone: nowhere to name
+  EXPECT_TRUE(r.is_remote(2));     // still remote: never restarted locally
+  EXPECT_EQ(r.where(2), "local");  // its node is gone: nowhere to name
   auto all = r.take_all();
   EXPECT_EQ(all.size(), 1u);
   EXPECT_FALSE(r.is_node(addr(b)));

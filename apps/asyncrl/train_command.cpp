@@ -57,11 +57,9 @@ void check_lengths(const task_data& d, const tokenizer& tok, const prompt_format
 }
 
 // Greedy pass@1 on the test split with the config's eval settings, logged as `when`.
-double greedy_accuracy(const model_bundle& policy, const task_data& data, const run_config& cfg,
-                       const char* when) {
-  const auto fmt =
-      make_prompt_format(*policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt);
-  auto e = evaluate(policy.model.ptr(), *policy.tokenizer, fmt, data.test,
+double greedy_accuracy(const model_bundle& policy, const task_data& data, const actor_env& env,
+                       const run_config& cfg, const char* when) {
+  auto e = evaluate(policy.model.ptr(), *policy.tokenizer, env.prompt, data.test,
                     greedy_eval_options(cfg.eval, cfg.runtime.seed));
   spdlog::info("train: {} greedy accuracy {:.4f} on {} test questions", when, e.pass1, e.questions);
   return e.pass1;
@@ -70,11 +68,12 @@ double greedy_accuracy(const model_bundle& policy, const task_data& data, const 
 // The actor run to trainer.total_steps from the policy's weights (version 0), or from a
 // checkpoint. SIGINT/SIGTERM become interrupt messages to the controller. Returns when every
 // actor has quit.
-run_result run_actors(const run_config& cfg, const model_bundle& policy, const task_data& data,
-                      const train_paths& paths, const std::string& config_yaml,
-                      std::optional<resume_point> from, bool show_progress) {
+run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& policy,
+                      const task_data& data, const train_paths& paths,
+                      const std::string& config_yaml, std::optional<resume_point> from,
+                      bool show_progress) {
   controller_args ca;
-  ca.env = make_env(make_role_params(cfg), policy.config, policy.tokenizer, /*detached=*/true);
+  ca.env = std::move(env);
   if (const auto& cores = ca.env->cores; !cores.trainer.empty() || !cores.rollouters.empty()) {
     std::string roles = "trainer on CPUs " + cpu_list_string(cores.trainer);
     for (size_t i = 0; i < cores.rollouters.size(); ++i)
@@ -248,13 +247,15 @@ double tokens_per_s_per_device(const run_result& r, int64_t rollout_workers) {
 // Loads the run's final weights into the policy, writes <run_dir>/final/ and, with
 // runtime.eval_after, evaluates it; records all three in `out`.
 void save_final_model(model_bundle& policy, const run_result& result, const task_data& data,
-                      const run_config& cfg, const std::string& run_dir, train_outcome& out) {
+                      const actor_env& env, const run_config& cfg, const std::string& run_dir,
+                      train_outcome& out) {
   load_snapshot(*policy.model, result.final_weights, /*alias=*/false);
   auto final_dir = (fs::path(run_dir) / "final").string();
   save_model_dir(final_dir, *policy.model, policy.tokenizer.get());
   out.params_sha256 = params_sha256(*policy.model);
   out.final_model = final_dir;
-  if (cfg.runtime.eval_after) out.final_eval_accuracy = greedy_accuracy(policy, data, cfg, "final");
+  if (cfg.runtime.eval_after)
+    out.final_eval_accuracy = greedy_accuracy(policy, data, env, cfg, "final");
 }
 
 }  // namespace
@@ -274,10 +275,11 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
   const auto& cfg = lc.cfg;
   auto run = start_run(lc);
   auto policy = load_fitting_policy(cfg, run.device, cfg.rollout.num_workers, true);
-  check_lengths(
-      run.data, *policy.tokenizer,
-      make_prompt_format(*policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt), cfg,
-      policy.config);
+  // What the run's parts share (parameters, model architecture, tokenizer, prompt format, core
+  // split), built once: the length check, the evaluations and every actor use this one.
+  const auto env = make_env(make_role_params(cfg), policy.config, policy.tokenizer,
+                            /*detached=*/true);
+  check_lengths(run.data, *policy.tokenizer, env->prompt, cfg, policy.config);
   train_paths paths{run.dir, checkpoint_dir_of(cfg)};  // run.dir is runtime.run_dir
   check_free_space(run.dir, disk_needed(cfg, policy.config.num_parameters()));
   if (from) check_resume(lc, *saved, *from);
@@ -290,10 +292,10 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
   rep.checkpoint_dir = paths.checkpoint_dir;
   auto& out = rep.outcome;
   if (cfg.runtime.eval_before && !from)
-    out.initial_eval_accuracy = greedy_accuracy(policy, run.data, cfg, "initial");
+    out.initial_eval_accuracy = greedy_accuracy(policy, run.data, *env, cfg, "initial");
   const auto config_yaml = lc.schema.dump_yaml();
-  auto result =
-      run_actors(cfg, policy, run.data, paths, config_yaml, std::move(from), opt.show_progress);
+  auto result = run_actors(cfg, env, policy, run.data, paths, config_yaml, std::move(from),
+                           opt.show_progress);
   // supervision.trainer_failure=restart: a crashed trainer restarts the run in-process from its
   // last checkpoint, at most supervision.max_restarts times.
   while (!result.ok && result.restartable && out.trainer_restarts < cfg.supervision.max_restarts) {
@@ -305,12 +307,12 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
     ++out.trainer_restarts;
     spdlog::warn("supervision: {}; restarting from {} ({} of {})", result.error, again->path,
                  out.trainer_restarts, cfg.supervision.max_restarts);
-    result =
-        run_actors(cfg, policy, run.data, paths, config_yaml, std::move(again), opt.show_progress);
+    result = run_actors(cfg, env, policy, run.data, paths, config_yaml, std::move(again),
+                        opt.show_progress);
   }
   out.tpspd = tokens_per_s_per_device(result, cfg.rollout.num_workers);
   if (result.ok && result.final_weights.blob)
-    save_final_model(policy, result, run.data, cfg, run.dir, out);
+    save_final_model(policy, result, run.data, *env, cfg, run.dir, out);
 
   rep.summary = train_summary(result, out);
   try {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "runtime/task/task_sections.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/task/prompting.hpp"
 #include "runtime/task/reward.hpp"
+#include "runtime/task/task_sections.hpp"
 
 namespace asyncrl {
 

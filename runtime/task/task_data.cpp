@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "runtime/task/task_sections.hpp"
 #include "runtime/task/task_arith.hpp"
+#include "runtime/task/task_sections.hpp"
 
 namespace asyncrl {
 
