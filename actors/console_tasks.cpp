@@ -5,6 +5,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/generation/generator.hpp"
 #include "runtime/model/model.hpp"
@@ -36,7 +37,7 @@ caf::actor spawn_task(caf::actor_system& sys, bool detached, Work work) {
       try {
         return work();
       } catch (const std::exception& e) {
-        return caf::make_error(caf::sec::runtime_error, e.what());
+        return caf::make_error(errc::role_failed, e.what());
       }
     }};
   };

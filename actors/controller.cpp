@@ -395,7 +395,7 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
   // A Reward that gave up sends its counts with its reason (actors/reward.cpp, give_up): it
   // cannot answer the stop, and the summary must show what failed.
   const auto& ctx = em.reason.context();
-  if (ctx.match_elements<std::string, reward_counts>()) {
+  if (is(em.reason, errc::reward_gave_up) && ctx.match_elements<std::string, reward_counts>()) {
     why = ctx.get_as<std::string>(0);
     st.result.reward = ctx.get_as<reward_counts>(1);
   }

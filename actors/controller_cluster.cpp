@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include "actors/controller_state.hpp"
+#include "messages/errors.hpp"
 
 namespace asyncrl {
 
@@ -60,11 +61,10 @@ std::string check_secret(ctrl_ptr self, const std::string& presented, const char
 caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   auto& st = self->state;
   if (auto why = check_secret(self, req.secret, "worker"); !why.empty())
-    return caf::make_error(caf::sec::runtime_error, why);
-  if (st.shutting_down())
-    return caf::make_error(caf::sec::runtime_error, "the run is shutting down");
+    return caf::make_error(errc::unauthorized, why);
+  if (st.shutting_down()) return caf::make_error(errc::run_over, "the run is shutting down");
   if (req.rollouters <= 0 || !req.agent)
-    return caf::make_error(caf::sec::invalid_argument,
+    return caf::make_error(errc::bad_request,
                            "a worker must bring at least one rollouter and its agent");
   const auto first = st.cluster.take_ids(req.rollouters);
   const auto agent_addr = caf::actor_cast<caf::actor_addr>(req.agent);

@@ -14,6 +14,7 @@
 #include "actors/console_tasks.hpp"
 #include "actors/controller_state.hpp"
 #include "actors/controller_views.hpp"
+#include "messages/errors.hpp"
 #include "runtime/console/commands.hpp"
 #include "runtime/console/live_keys.hpp"
 
@@ -311,8 +312,8 @@ reply do_kill(ctrl_ptr self, const std::vector<std::string>& args) {
   const bool remote = st.cluster.is_remote(w);
   // As faults.kill_rollouter_every_steps does: anonymous, with an error, so that it is a crash.
   caf::anon_send(caf::actor_cast<caf::actor>(it->second),
-                 caf::exit_msg{caf::actor_addr{}, caf::make_error(caf::sec::runtime_error,
-                                                                  "killed from the console")});
+                 caf::exit_msg{caf::actor_addr{},
+                               caf::make_error(errc::injected_fault, "killed from the console")});
   json e{{"event", "kill"},
          {"actor", "rollouter"},
          {"id", w},

@@ -9,6 +9,7 @@
 
 #include "actors/controller_state.hpp"
 #include "actors/run_checkpoint.hpp"
+#include "messages/errors.hpp"
 #include "runtime/checkpoint/checkpoint_file.hpp"
 #include "runtime/common/atomic_file.hpp"
 
@@ -184,8 +185,8 @@ void after_step(ctrl_ptr self, const step_report& r) {
     // controller (linked) down with it. The rollouter dies as a crash would: with an error.
     caf::anon_send(
         caf::actor_cast<caf::actor>(victim->second),
-        caf::exit_msg{caf::actor_addr{}, caf::make_error(caf::sec::runtime_error,
-                                                         "injected fault: rollouter killed")});
+        caf::exit_msg{caf::actor_addr{},
+                      caf::make_error(errc::injected_fault, "injected fault: rollouter killed")});
   }
 }
 

@@ -8,6 +8,8 @@
 #include <caf/scheduled_actor.hpp>
 #include <caf/sec.hpp>
 
+#include "messages/errors.hpp"
+
 #include <exception>
 #include <string>
 
@@ -23,7 +25,7 @@ inline void install_exception_handler(caf::scheduled_actor* self, std::string ro
     } catch (...) {
     }
     spdlog::error("{}: {}", role, what);
-    return caf::make_error(caf::sec::runtime_error, role + ": " + what);
+    return caf::make_error(errc::role_failed, role + ": " + what);
   });
 }
 

@@ -206,8 +206,7 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
       [self](pull_atom, int64_t version, int64_t min, int64_t max) -> caf::result<delivery> {
         auto& st = self->state;
         if (st.stopped) return delivery{{}, st.stats()};
-        if (st.pull)
-          return caf::make_error(caf::sec::invalid_argument, "a pull is already waiting");
+        if (st.pull) return caf::make_error(errc::bad_request, "a pull is already waiting");
         st.adm->on_trainer_version(version);
         st.pull = pull_request{version, std::max<int64_t>(1, min), std::max<int64_t>(1, max),
                                self->make_response_promise<delivery>()};

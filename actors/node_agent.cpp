@@ -31,9 +31,9 @@ struct agent_state {
 using agent_ptr = node_agent_actor::stateful_pointer<agent_state>;
 
 caf::error no_version(agent_ptr self, int64_t v) {
-  return caf::make_error(caf::sec::invalid_argument,
-                         "node agent: v" + std::to_string(v) + " is not staged (have v" +
-                             std::to_string(self->state.staged.version) + ")");
+  return caf::make_error(errc::not_ready, "node agent: v" + std::to_string(v) +
+                                              " is not staged (have v" +
+                                              std::to_string(self->state.staged.version) + ")");
 }
 
 void join(agent_ptr self) {
@@ -48,7 +48,7 @@ void join(agent_ptr self) {
               st.env = st.args.make_env(r.setup);
             } catch (const std::exception& e) {
               spdlog::error("worker: cannot run this job: {}", e.what());
-              self->quit(caf::make_error(caf::sec::invalid_argument, e.what()));
+              self->quit(caf::make_error(errc::bad_request, e.what()));
               return;
             }
             st.joined = std::move(r);
@@ -106,23 +106,22 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
   return {
       [self](stage_atom, weight_chunk& c) -> caf::result<int64_t> {
         auto& st = self->state;
-        if (!st.has_joined)
-          return caf::make_error(caf::sec::invalid_argument, "node agent: not joined yet");
+        if (!st.has_joined) return caf::make_error(errc::not_ready, "node agent: not joined yet");
         auto why = st.assembler.add(c.version, c.index, c.count, c.offset, c.total_bytes, c.digest,
                                     c.bytes);
-        if (!why.empty()) return caf::make_error(caf::sec::invalid_argument, "node agent: " + why);
+        if (!why.empty()) return caf::make_error(errc::bad_weights, "node agent: " + why);
         if (!st.assembler.complete()) return st.assembler.received();
         const auto bytes = st.assembler.take();
         try {
           st.staged = unpack_weights(bytes.data(), bytes.size());
         } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::invalid_argument,
+          return caf::make_error(errc::bad_weights,
                                  std::string("node agent: weights unusable: ") + e.what());
         }
         if (st.staged.version != c.version)
-          return caf::make_error(caf::sec::invalid_argument,
-                                 "node agent: chunks of v" + std::to_string(c.version) + " hold v" +
-                                     std::to_string(st.staged.version));
+          return caf::make_error(errc::bad_weights, "node agent: chunks of v" +
+                                                        std::to_string(c.version) + " hold v" +
+                                                        std::to_string(st.staged.version));
         spdlog::debug("worker: v{} staged ({} bytes)", c.version, bytes.size());
         return static_cast<int64_t>(bytes.size());
       },
@@ -130,7 +129,7 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
         auto& st = self->state;
         if (!st.staged.blob || st.staged.version != v) return no_version(self, v);
         if (!st.rollouters.empty())
-          return caf::make_error(caf::sec::invalid_argument, "node agent: already launched");
+          return caf::make_error(errc::bad_request, "node agent: already launched");
         std::vector<caf::actor> out;
         auto& sys = self->system();
         for (int32_t i = 0; i < st.args.rollouters; ++i) {

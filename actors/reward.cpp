@@ -104,7 +104,7 @@ external_scorer_options scorer_options(const reward_section& r) {
 
 // One call to this worker's external scorer; it blocks for up to reward.external.timeout_s,
 // which is why external workers run detached. A timeout replies sec::request_timeout and every
-// other failure sec::runtime_error, so the Reward counts them as it counts the built-in
+// other failure errc::scorer_failed, so the Reward counts them as it counts the built-in
 // function's (timeouts, failures). A scorer that gave up (max_start_failures) ends the worker
 // instead: the Reward's supervision restarts it or, past supervision.max_restarts, fails the
 // run with the scorer's reason; the call goes to another worker.
@@ -116,7 +116,7 @@ caf::result<double> score_external(worker_ptr self, const actor_env& env, scorer
   auto r = st.scorer->score(req);
   tally.add(st.reported, st.scorer->counts());
   if (st.scorer->gave_up()) {
-    self->quit(caf::make_error(caf::sec::runtime_error, st.scorer->give_up_reason()));
+    self->quit(caf::make_error(errc::scorer_gave_up, st.scorer->give_up_reason()));
     return caf::delegated<double>{};
   }
   switch (r.outcome) {
@@ -125,7 +125,7 @@ caf::result<double> score_external(worker_ptr self, const actor_env& env, scorer
     case scorer_outcome::timeout:
       return caf::make_error(caf::sec::request_timeout, r.error);
     default:
-      return caf::make_error(caf::sec::runtime_error,
+      return caf::make_error(errc::scorer_failed,
                              std::string(to_string(r.outcome)) + ": " + r.error);
   }
 }
@@ -144,7 +144,7 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
         const auto& f = env->params.reward;  // injected faults (tests, asyncrl chaos)
         if (every(f.kill_worker_every, uid) && faults->first_kill(uid)) {
           // Dies as a crash would: no answer; the Reward learns it from its monitor.
-          self->quit(caf::make_error(caf::sec::runtime_error, "injected reward worker crash"));
+          self->quit(caf::make_error(errc::injected_fault, "injected reward worker crash"));
           return caf::delegated<double>{};
         }
         try {
@@ -158,7 +158,7 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
           }
           if (is_external(*env)) {
             if (tally->stopping)  // nobody reads the answer any more
-              return caf::make_error(caf::sec::runtime_error, "the Reward is stopping");
+              return caf::make_error(errc::run_over, "the Reward is stopping");
             scorer_request req;
             req.uid = uid;
             req.prompt = std::move(prompt);
@@ -172,7 +172,7 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
           compute_region cpu;
           return score_with(f.reward.function, f.reward.prefix, text, truth);
         } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error, e.what());
+          return caf::make_error(errc::scorer_failed, e.what());
         }
       },
       [self](stop_atom) -> int64_t {
@@ -464,7 +464,7 @@ void give_up(reward_ptr self, const std::string& why) {
   st.counts = current_counts(st);
   if (st.stop.armed())  // the controller is already shutting down: answer it all the same
     st.stop.deliver(st.counts);
-  self->quit(caf::make_error(caf::sec::runtime_error, why, st.counts));
+  self->quit(caf::make_error(errc::reward_gave_up, why, st.counts));
 }
 
 // A worker died: replace it in its slot and move the calls it held to live workers, unless
@@ -571,7 +571,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
             static_cast<size_t>(std::max_element(st.load.begin(), st.load.end()) - st.load.begin());
         spdlog::warn("reward: injected fault (console): killing worker {}", slot);
         self->send_exit(st.workers[slot],
-                        caf::make_error(caf::sec::runtime_error, "killed from the console"));
+                        caf::make_error(errc::injected_fault, "killed from the console"));
         return static_cast<int32_t>(slot);
       },
       [self](watchdog_atom) { check_deadlines(self); },

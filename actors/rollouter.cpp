@@ -313,7 +313,7 @@ caf::error apply_load(self_ptr self, const weight_snapshot& w) {
     compute_region cpu;
     load_snapshot(*st.model, w, /*alias=*/true);
   } catch (const std::exception& e) {
-    return caf::make_error(caf::sec::invalid_argument, e.what());
+    return caf::make_error(errc::bad_weights, e.what());
   }
   st.weights = w;
   st.gen->set_version(w.version);

@@ -367,7 +367,7 @@ void start_join(sync_ptr self, pending_join j) {
   const auto v = st.current.version;
   auto fail = [self, j](const std::string& why) mutable {
     spdlog::warn("synchronizer: a worker node could not join: {}", why);
-    j.promise.deliver(caf::make_error(caf::sec::runtime_error, why));
+    j.promise.deliver(caf::make_error(errc::join_failed, why));
     idle_again(self);
   };
   if (!st.current.blob) {
@@ -471,7 +471,7 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
         auto& st = self->state;
         auto it = st.members.find(worker);
         if (it == st.members.end() || it->second.agent)
-          return caf::make_error(caf::sec::invalid_argument,
+          return caf::make_error(errc::bad_request,
                                  "respawn: no local rollouter " + std::to_string(worker));
         auto r = st.args.respawn(worker, st.current);
         it->second.r = r;
@@ -520,7 +520,7 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
         auto& st = self->state;
         const auto n = st.syncs, retries = st.retries;
         for (auto& j : st.joins)
-          j.promise.deliver(caf::make_error(caf::sec::runtime_error, "the run is over"));
+          j.promise.deliver(caf::make_error(errc::run_over, "the run is over"));
         st.joins.clear();
         self->quit();
         return {n, retries};

@@ -604,7 +604,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
       [self](set_atom, live_settings& s) -> caf::result<int64_t> {
         auto& st = self->state;
         if (finished(st))
-          return caf::make_error(caf::sec::runtime_error, "the trainer has finished its steps");
+          return caf::make_error(errc::run_over, "the trainer has finished its steps");
         st.pending_step = next_boundary_step(st);
         st.pending_live = s;
         if (!st.pulling && st.groups_in_step == 0 && st.buffer.empty()) adopt_live(self);

@@ -1,4 +1,5 @@
 #include "tests/actor_harness.hpp"
+#include "messages/errors.hpp"
 #include "runtime/text/char_tokenizer.hpp"
 
 #include <caf/all.hpp>
@@ -20,6 +21,7 @@ namespace asyncrl::test {
 coordinated_system::coordinated_system() {
   cfg_.set("scheduler.policy", caf::atom("testing"));
   register_message_types(cfg_);
+  register_error_category(cfg_);
   sys_ = std::make_unique<caf::actor_system>(cfg_);
 }
 

@@ -19,6 +19,7 @@
 #include "apps/asyncrl/line_editor.hpp"
 #include "apps/asyncrl/repl_render.hpp"
 #include "apps/asyncrl/run_secret.hpp"
+#include "messages/errors.hpp"
 #include "messages/interfaces.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/address.hpp"
@@ -322,6 +323,7 @@ int run_repl_command(const repl_options& opt) {
 
   caf::actor_system_config sys_cfg;
   register_message_types(sys_cfg);
+  register_error_category(sys_cfg);
   sys_cfg.set("scheduler.max-threads", size_t{1});
   configure_network(sys_cfg, cluster);
   caf::actor_system sys{sys_cfg};

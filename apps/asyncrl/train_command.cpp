@@ -16,6 +16,7 @@
 #include "apps/asyncrl/run_secret.hpp"
 #include "apps/asyncrl/run_setup.hpp"
 #include "apps/asyncrl/signals.hpp"
+#include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/checkpoint/checkpoint_file.hpp"
 #include "runtime/cluster/address.hpp"
@@ -92,6 +93,7 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
   {
     caf::actor_system_config sys_cfg;
     register_message_types(sys_cfg);
+    register_error_category(sys_cfg);
     // The compute roles have their own threads; the cooperative ones (controller, queue, reward,
     // synchronizer) do little work, so one scheduler thread is enough and leaves the cores to
     // the compute. runtime.caf_threads overrides it for experiments.

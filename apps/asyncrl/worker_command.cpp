@@ -18,6 +18,7 @@
 #include "apps/asyncrl/run_secret.hpp"
 #include "apps/asyncrl/run_setup.hpp"
 #include "apps/asyncrl/signals.hpp"
+#include "messages/errors.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/address.hpp"
 #include "runtime/common/progress.hpp"
@@ -127,6 +128,7 @@ int run_worker_command(const worker_options& opt) {
 
   caf::actor_system_config sys_cfg;
   register_message_types(sys_cfg);
+  register_error_category(sys_cfg);
   sys_cfg.set("scheduler.max-threads",
               static_cast<size_t>(std::max<int64_t>(1, local->cfg.runtime.caf_threads)));
   // As in train: idle scheduler threads block instead of polling (train_command.cpp).
@@ -171,7 +173,7 @@ int run_worker_command(const worker_options& opt) {
     if (current_agent)
       caf::anon_send(current_agent,
                      caf::exit_msg{caf::actor_addr{},
-                                   caf::make_error(caf::sec::runtime_error, "worker interrupted")});
+                                   caf::make_error(errc::interrupted, "worker interrupted")});
   });
 
   // The first connection fails at once (a wrong address is a usage error); after a loss, the

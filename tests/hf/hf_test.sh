@@ -38,8 +38,11 @@ c = json.load(open(sys.argv[1]))
 assert c["vocab_size"] == 2070, c["vocab_size"]  # 2048 BPE tokens + 22 added
 PYEOF
 
-# 2. RL from that model dir, Python reward
-timeout 240 "$BIN" train --config "$CFG" model.tokenizer= model.path="$MODEL" \
+# 2. RL from that model dir, Python reward. The run's scorers inherit ASYNCRL_TEST_RUN, so that
+# the check below finds this run's leftovers and not the scorers of tests running beside it
+# (ctest -j runs tests/test_external_scorer.cpp's, with the same script, concurrently).
+TAG="hf_e2e_$$_$RANDOM"
+ASYNCRL_TEST_RUN=$TAG timeout 240 "$BIN" train --config "$CFG" model.tokenizer= model.path="$MODEL" \
   data.train_files=tests/fixtures/gsm8k/train.jsonl data.val_files=tests/fixtures/gsm8k/test.jsonl \
   trainer.total_steps=3 runtime.run_dir="$WORK/rl" reward.function=external \
   "reward.external.command=$PY examples/reward/gsm8k_scorer.py" \
@@ -54,7 +57,14 @@ assert r["received"] == s["groups_generated"] and r["failures"] == 0 and r["time
 assert all(v == 0 for k, v in r["scorer"].items() if k != "restarts"), r["scorer"]
 assert s["groups_generated"] == s["groups_trained"] + s["groups_dropped"] + s["groups_in_flight"]
 PYEOF
-pgrep -f "examples/reward/gsm8k_scorer.py" >/dev/null && fail "a scorer process outlived the run"
+ours_left() {
+  local p
+  for p in $(pgrep -f "examples/reward/gsm8k_scorer.py"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "ASYNCRL_TEST_RUN=$TAG" && return 0
+  done
+  return 1
+}
+ours_left && fail "a scorer process outlived the run"
 
 # 3. tokenize, score, generate on the trained model
 head -20 tests/fixtures/gsm8k/test.jsonl | $PY -c '
