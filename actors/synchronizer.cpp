@@ -345,11 +345,18 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
   next_phase(self, run);
 }
 
-// Every change of activity goes through here, so that the log names each one.
+synchronizer_actor::behavior_type idle(sync_ptr self);
+synchronizer_actor::behavior_type busy(sync_ptr self);
+
+// Every change of activity goes through here, so that the log names each one; idle and busy
+// (syncing or joining) are behaviours of their own.
 void set_activity(sync_ptr self, sync_activity a) {
   auto& st = self->state;
   spdlog::debug("synchronizer: {} -> {}", to_string(st.activity), to_string(a));
+  const bool was_idle = st.activity == sync_activity::idle;
   st.activity = a;
+  if (was_idle != (a == sync_activity::idle))
+    self->become(a == sync_activity::idle ? idle(self) : busy(self));
 }
 
 void start_sync(sync_ptr self, pending_publish job) {
@@ -438,6 +445,119 @@ void idle_again(sync_ptr self) {
   }
 }
 
+// The handlers that are the same in every activity.
+auto on_respawn(sync_ptr self) {
+  return [self](respawn_atom, int32_t worker) -> caf::result<caf::actor> {
+    // The last completed sync's weights; a sync in flight reaches the new rollouter on its
+    // retry (the attempt that included the dead one fails).
+    auto& st = self->state;
+    auto it = st.members.find(worker);
+    if (it == st.members.end() || it->second.agent)
+      return caf::make_error(errc::bad_request,
+                             "respawn: no local rollouter " + std::to_string(worker));
+    auto r = st.args.respawn(worker, st.current);
+    it->second.r = r;
+    return caf::actor_cast<caf::actor>(r);
+  };
+}
+
+auto on_leave(sync_ptr self) {
+  return [self](leave_atom, std::vector<int32_t>& workers) {
+    auto& st = self->state;
+    for (auto w : workers) {
+      auto it = st.members.find(w);
+      if (it == st.members.end()) continue;
+      if (it->second.agent) {
+        auto addr = caf::actor_cast<caf::actor_addr>(it->second.agent);
+        if (auto n = st.nodes.find(addr); n != st.nodes.end()) {
+          n->second.workers.erase(w);
+          if (n->second.workers.empty()) {
+            st.nodes.erase(n);
+            if (st.running) st.running->nodes.erase(addr);
+          }
+        }
+      }
+      st.members.erase(it);
+      if (st.running) st.running->workers.erase(w);
+    }
+    // A copy: next_phase may finish the sync, and finish() resets st.running.
+    if (auto run = st.running) next_phase(self, run);
+  };
+}
+
+auto on_retry(sync_ptr self) {
+  return [self](retry_atom) {
+    auto& st = self->state;
+    if (!st.retrying) return;
+    auto run = std::move(st.retrying);
+    st.retrying.reset();
+    start_attempt(self, std::move(run));
+  };
+}
+
+auto on_stop(sync_ptr self) {
+  return [self](stop_atom) -> caf::result<int64_t, int64_t> {
+    auto& st = self->state;
+    const auto n = st.syncs, retries = st.retries;
+    for (auto& j : st.joins)
+      j.promise.deliver(caf::make_error(errc::run_over, "the run is over"));
+    st.joins.clear();
+    self->quit();
+    return {n, retries};
+  };
+}
+
+// An activity's behaviour: its own publish and join, then the shared handlers.
+template <class OnPublish, class OnJoin>
+synchronizer_actor::behavior_type with_shared(sync_ptr self, OnPublish publish, OnJoin join) {
+  return {std::move(publish), std::move(join), on_respawn(self),
+          on_leave(self),     on_retry(self),  on_stop(self)};
+}
+
+// Idle: a publish starts a sync and a join starts the join, at once.
+synchronizer_actor::behavior_type idle(sync_ptr self) {
+  return with_shared(
+      self,
+      [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
+        auto rp = self->make_response_promise<sync_report>();
+        start_sync(self, pending_publish{std::move(w), rp});
+        return rp;
+      },
+      [self](join_atom, caf::actor agent, int32_t first,
+             int32_t count) -> caf::result<std::vector<caf::actor>> {
+        auto rp = self->make_response_promise<std::vector<caf::actor>>();
+        start_join(self, pending_join{std::move(agent), first, count, rp});
+        return rp;
+      });
+}
+
+// Syncing or joining (a failed attempt waiting for its retry included): a publish waits, and
+// replaces one that waited before it; a join waits its turn.
+synchronizer_actor::behavior_type busy(sync_ptr self) {
+  return with_shared(
+      self,
+      [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<sync_report>();
+        if (st.next) {  // superseded before it started
+          sync_report skipped;
+          skipped.version = st.next->weights.version;
+          skipped.ok = false;  // nothing was loaded: not a success, and not a failure of the run
+          skipped.superseded = true;
+          skipped.error = "superseded by v" + std::to_string(w.version);
+          st.next->promise.deliver(skipped);
+        }
+        st.next = pending_publish{std::move(w), rp};
+        return rp;
+      },
+      [self](join_atom, caf::actor agent, int32_t first,
+             int32_t count) -> caf::result<std::vector<caf::actor>> {
+        auto rp = self->make_response_promise<std::vector<caf::actor>>();
+        self->state.joins.push_back(pending_join{std::move(agent), first, count, rp});
+        return rp;
+      });
+}
+
 synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args) {
   auto& st = self->state;
   st.args = std::move(args);
@@ -446,86 +566,7 @@ synchronizer_actor::behavior_type sync_fn(sync_ptr self, synchronizer_args args)
     st.members[static_cast<int32_t>(i)] = member{st.args.rollouters[i], caf::actor{}};
   st.args.rollouters.clear();
   install_exception_handler(self, "synchronizer");
-  return {
-      [self](publish_atom, weight_snapshot& w) -> caf::result<sync_report> {
-        auto& st = self->state;
-        auto rp = self->make_response_promise<sync_report>();
-        if (st.activity != sync_activity::idle) {
-          if (st.next) {  // superseded before it started
-            sync_report skipped;
-            skipped.version = st.next->weights.version;
-            skipped.ok = false;  // nothing was loaded: not a success, and not a failure of the run
-            skipped.superseded = true;
-            skipped.error = "superseded by v" + std::to_string(w.version);
-            st.next->promise.deliver(skipped);
-          }
-          st.next = pending_publish{std::move(w), rp};
-          return rp;
-        }
-        start_sync(self, pending_publish{std::move(w), rp});
-        return rp;
-      },
-      [self](respawn_atom, int32_t worker) -> caf::result<caf::actor> {
-        // The last completed sync's weights; a sync in flight reaches the new rollouter on its
-        // retry (the attempt that included the dead one fails).
-        auto& st = self->state;
-        auto it = st.members.find(worker);
-        if (it == st.members.end() || it->second.agent)
-          return caf::make_error(errc::bad_request,
-                                 "respawn: no local rollouter " + std::to_string(worker));
-        auto r = st.args.respawn(worker, st.current);
-        it->second.r = r;
-        return caf::actor_cast<caf::actor>(r);
-      },
-      [self](join_atom, caf::actor agent, int32_t first,
-             int32_t count) -> caf::result<std::vector<caf::actor>> {
-        auto& st = self->state;
-        auto rp = self->make_response_promise<std::vector<caf::actor>>();
-        pending_join j{std::move(agent), first, count, rp};
-        if (st.activity != sync_activity::idle)
-          st.joins.push_back(std::move(j));
-        else
-          start_join(self, std::move(j));
-        return rp;
-      },
-      [self](leave_atom, std::vector<int32_t>& workers) {
-        auto& st = self->state;
-        for (auto w : workers) {
-          auto it = st.members.find(w);
-          if (it == st.members.end()) continue;
-          if (it->second.agent) {
-            auto addr = caf::actor_cast<caf::actor_addr>(it->second.agent);
-            if (auto n = st.nodes.find(addr); n != st.nodes.end()) {
-              n->second.workers.erase(w);
-              if (n->second.workers.empty()) {
-                st.nodes.erase(n);
-                if (st.running) st.running->nodes.erase(addr);
-              }
-            }
-          }
-          st.members.erase(it);
-          if (st.running) st.running->workers.erase(w);
-        }
-        // A copy: next_phase may finish the sync, and finish() resets st.running.
-        if (auto run = st.running) next_phase(self, run);
-      },
-      [self](retry_atom) {
-        auto& st = self->state;
-        if (!st.retrying) return;
-        auto run = std::move(st.retrying);
-        st.retrying.reset();
-        start_attempt(self, std::move(run));
-      },
-      [self](stop_atom) -> caf::result<int64_t, int64_t> {
-        auto& st = self->state;
-        const auto n = st.syncs, retries = st.retries;
-        for (auto& j : st.joins)
-          j.promise.deliver(caf::make_error(errc::run_over, "the run is over"));
-        st.joins.clear();
-        self->quit();
-        return {n, retries};
-      },
-  };
+  return idle(self);
 }
 
 }  // namespace
