@@ -5,7 +5,8 @@
 //   build/bench/bench_device_throughput [--device cuda|cpu] [--shape qwen2.5-0.5b|small]
 //       [--batch B] [--prompt P] [--new-tokens N] [--micro-batch M] [--micro-batch-tokens T]
 //       [--steps S] [--reps R] [--precisions float32,bf16] [--matmul 8192] [--cuda-graphs 1]
-//       [--objectives policy_only,rl] [--skip-generation] [--out FILE]
+//       [--objectives policy_only,rl] [--skip-generation] [--activation-checkpointing 0]
+//       [--out FILE]
 // Defaults: on CUDA (when present) the Qwen2.5-0.5B body (hidden 896, 24 layers, 14/2 heads,
 // MLP 4864, vocab 100, tied), batch 128 x (16 prompt + 48 new) tokens; on the CPU a small shape
 // (hidden 64, 2 layers) at batch 8 x (8 + 8), so that CI runs it in seconds.
@@ -51,6 +52,7 @@ struct options {
   int64_t vocab = 100, batch = 0, prompt = 0, new_tokens = 0, micro = 0, group = 8;
   int64_t micro_tokens = 0;
   bool cuda_graphs = true;
+  bool checkpointing = false;  // trainer.activation_checkpointing
   int steps = 3, reps = 2, matmul = 0;
   std::vector<std::string> precisions;
 };
@@ -178,6 +180,7 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
   p.loss = loss_kind::grpo;
   p.use_rollout_logprobs = policy_only;
   p.compute_ref = !policy_only;
+  p.activation_checkpointing = o.checkpointing;
   policy_trainer t(init_causal_lm(cfg, 0.02, 1, dev), p);
   std::vector<const scored_sample*> all;
   for (auto& x : samples)
@@ -356,6 +359,7 @@ int main(int argc, char** argv) {
   o.micro = std::stoll(bench::arg(argc, argv, "--micro-batch", "32"));
   o.micro_tokens = std::stoll(bench::arg(argc, argv, "--micro-batch-tokens", big ? "8192" : "0"));
   o.cuda_graphs = bench::arg(argc, argv, "--cuda-graphs", "1") != "0";
+  o.checkpointing = bench::arg(argc, argv, "--activation-checkpointing", "0") != "0";
   o.steps = std::stoi(bench::arg(argc, argv, "--steps", "3"));
   o.reps = std::stoi(bench::arg(argc, argv, "--reps", "2"));
   o.matmul = std::stoi(bench::arg(argc, argv, "--matmul", big ? "8192" : "512"));
@@ -409,6 +413,7 @@ int main(int argc, char** argv) {
                            {"micro_batch", o.micro},
                            {"micro_batch_tokens", o.micro_tokens},
                            {"cuda_graphs", o.cuda_graphs},
+                           {"activation_checkpointing", o.checkpointing},
                            {"matmul_peak_tflops", peak},
                            {"trainer", trainer},
                            {"generation", gen},

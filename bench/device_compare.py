@@ -25,9 +25,12 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = {
@@ -86,10 +89,14 @@ def e2e_run(args, shape, workdir):
            "runtime.log_level=warn",
            f"rollout.dtype={prec}", f"trainer.precision={prec}",
            f"trainer.micro_batch_tokens={args.micro_batch_tokens}", "rollout.chunk_tokens=16"]
+    watch = GpuBusyWatch(os.path.join(run_dir, "metrics.jsonl")) if args.device.startswith("cuda") else None
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {args.timeout} s", "command": " ".join(cmd)}
+    finally:
+        if watch:
+            watch.stop()
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stderr[-1500:]}", "command": " ".join(cmd)}
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
@@ -113,7 +120,64 @@ def e2e_run(args, shape, workdir):
         "mismatch_abs_max": max(r["mismatch_abs_max"] for r in steady),
         "mismatch_tokens": sum(r["mismatch_tokens"] for r in steady),
         "command": " ".join(cmd),
+        # nvidia-smi's utilization.gpu (share of each sample period with a kernel running),
+        # averaged over the steady steps (rows[2:]: from the 2nd line's appearance to the last's).
+        "gpu_busy": watch.busy(steady_from=min(2, len(rows) - 1)) if watch else None,
     }
+
+
+class GpuBusyWatch:
+    """Samples nvidia-smi's GPU utilization every 100 ms and notes when each metrics.jsonl line
+    appears (host clock), so the busy share can be taken over the steady steps only."""
+
+    def __init__(self, metrics_path):
+        self.metrics_path, self.samples, self.lines_at = metrics_path, [], []
+        self.proc = None
+        if shutil.which("nvidia-smi"):
+            self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu",
+                                          "--format=csv,noheader,nounits", "-lms", "100"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            threading.Thread(target=self._read, daemon=True).start()
+        self.done = threading.Event()
+        threading.Thread(target=self._poll, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                self.samples.append((time.monotonic(), float(line.split(",")[0])))
+            except ValueError:
+                pass
+
+    def _poll(self):
+        while not self.done.wait(0.05):
+            try:
+                with open(self.metrics_path) as f:
+                    n = sum(1 for _ in f)
+            except OSError:
+                continue
+            while len(self.lines_at) < n:
+                self.lines_at.append(time.monotonic())
+
+    def stop(self):
+        self.done.set()
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def busy(self, steady_from):
+        """Mean utilization over the steps of rows[steady_from:]: a step's time runs from the
+        line before it to its own line."""
+        start = max(steady_from - 1, 0)
+        if not self.samples or len(self.lines_at) <= start + 1:
+            return {"error": "no samples" if not self.samples else "too few metrics lines seen"}
+        t0, t1 = self.lines_at[start], self.lines_at[-1]
+        inside = [u for t, u in self.samples if t0 <= t <= t1]
+        return {"mean_percent": sum(inside) / len(inside) if inside else None,
+                "samples": len(inside), "window_s": t1 - t0,
+                "whole_run_mean_percent": sum(u for _, u in self.samples) / len(self.samples)}
 
 
 def pick(rows, **match):
@@ -192,6 +256,11 @@ def markdown(res):
                      f"{fmt(e2e['trainer_tokens_per_s_busy'])} | {fmt(c.get('e2e_trainer_vs_torch_bf16'))} | — | — | — |")
         lines.append(f"| asyncrl fully async run, rollouter (busy), {e2e['precision']} | "
                      f"{fmt(e2e['rollouter_tokens_per_s_busy'])} | {fmt(c.get('e2e_rollouter_vs_hf_bf16'))} | — | — | — |")
+        gb = e2e.get("gpu_busy") or {}
+        if gb.get("mean_percent") is not None:
+            lines.append(f"\nGPU busy in the fully async run's steady steps: {gb['mean_percent']:.0f}% "
+                         f"({gb['samples']} nvidia-smi samples over {gb['window_s']:.1f} s; whole run "
+                         f"{gb['whole_run_mean_percent']:.0f}%)")
     for r in ours["generation"]:
         gv = r.get("graph_vs_eager") or {}
         extra = (f"; CUDA graphs: {r.get('graphs_captured', 0)} captured, tokens equal to eager "
@@ -252,8 +321,9 @@ def main():
     ours, err = run_json([os.path.join(args.build, "bench", "bench_device_throughput"), "--device", args.device,
                           "--shape", shape, "--matmul", matmul] + common, args.timeout)
     if ours is None:
+        # The reference and the end-to-end run still measure something on a lent machine.
         print(f"device_compare: bench_device_throughput failed: {err}", file=sys.stderr)
-        return 1
+        result["asyncrl_error"] = err
     result["asyncrl"] = ours
     if ref_ok is None:
         result["reference"] = None
@@ -269,15 +339,15 @@ def main():
             result["reference_error"] = err
     with tempfile.TemporaryDirectory(prefix="device_compare.") as work:
         result["e2e"] = e2e_run(args, shape, work) if args.e2e_steps > 0 else None
-    result["ratios"] = compare(ours, result["reference"], result["e2e"])
+    result["ratios"] = compare(ours, result["reference"], result["e2e"]) if ours else {}
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
-    if args.markdown:
+    if args.markdown and ours:
         print(markdown(result))
-    return 0
+    return 0 if ours else 1
 
 
 if __name__ == "__main__":
