@@ -5,12 +5,14 @@
 // "system". The error's context holds the sentence for the log. Code that has to act on the
 // kind of failure tests the code (`is(e, errc::run_over)`), never the text.
 
+// First: CAF 0.17.6's caf/detail/atom_val.hpp uses uint64_t without including <cstdint>, and
+// GCC 13's standard headers no longer bring it in on the way.
+#include <cstdint>
+
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/make_message.hpp>
 #include <caf/message.hpp>
-
-#include <cstdint>
 
 namespace caf {
 class actor_system_config;
