@@ -70,8 +70,9 @@ def reference_available(python):
     return p.stdout.strip() == "True", ""
 
 
-def e2e_run(args, shape, workdir):
-    """A fully async run of the shape; trainer and rollouter tokens/s from its metrics."""
+def e2e_run(args, shape, workdir, extra=()):
+    """A fully async run of the shape; trainer and rollouter tokens/s from its metrics. `extra`:
+    more config overrides (bench/e2e_probe.py's variants)."""
     s = SHAPES[shape]
     run_dir = os.path.join(workdir, "e2e")
     prec = args.e2e_precision
@@ -88,7 +89,7 @@ def e2e_run(args, shape, workdir):
            "runtime.eval_before=false", "runtime.eval_after=false", "checkpoint.every_steps=0",
            "runtime.log_level=warn",
            f"rollout.dtype={prec}", f"trainer.precision={prec}",
-           f"trainer.micro_batch_tokens={args.micro_batch_tokens}", "rollout.chunk_tokens=16"]
+           f"trainer.micro_batch_tokens={args.micro_batch_tokens}", "rollout.chunk_tokens=16"] + list(extra)
     watch = GpuBusyWatch(os.path.join(run_dir, "metrics.jsonl")) if args.device.startswith("cuda") else None
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
