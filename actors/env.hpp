@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/common/cpu_affinity.hpp"
 #include "actors/role_params.hpp"
+#include "runtime/common/cpu_affinity.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/weight_blob.hpp"
 #include "runtime/task/prompting.hpp"

@@ -37,8 +37,8 @@ struct reward_params {
 /// The MessageQueue: admission (from the schedule), members, and what happens to a stale group.
 struct queue_params {
   admission_params admission;
-  int64_t members = 1;              // local rollouters at the start
-  bool regenerate_stale = false;    // async_training.stale_policy == regenerate
+  int64_t members = 1;            // local rollouters at the start
+  bool regenerate_stale = false;  // async_training.stale_policy == regenerate
 };
 
 /// The Synchronizer's deadlines and retries.
@@ -54,7 +54,7 @@ struct sync_params {
 /// live change, evaluation, and its fault.
 struct trainer_params {
   policy_trainer_params policy;
-  schedule_params schedule;  // with live settings applied, make_schedule gives the new plan
+  schedule_params schedule;    // with live settings applied, make_schedule gives the new plan
   std::string device = "cpu";  // trainer.device, else runtime.device
   int64_t micro_batch_size = 32;
   int64_t micro_batch_tokens = 0;
@@ -64,7 +64,7 @@ struct trainer_params {
   eval_section eval;  // eval.every_steps and the greedy eval's options
   uint64_t seed = 1;
   int64_t checkpoint_every_steps = 10;  // checkpoint.every_steps
-  int64_t crash_at_step = 0;  // faults.crash_trainer_at_step
+  int64_t crash_at_step = 0;            // faults.crash_trainer_at_step
 };
 
 /// The controller: the loader's seed, supervision, checkpoints, the watchdog, the console's

@@ -30,8 +30,8 @@ struct rollouter_params {
   int64_t max_batch = 128;   // KV-cache slots
   int64_t chunk_tokens = 4;  // decode steps between control-message checks
   bool partial_rollout = false;
-  uint64_t seed = 1;           // runtime.seed: sampling streams and forced lengths
-  workload_section workload;   // lengths != model: benchmark lengths, EOS ignored
+  uint64_t seed = 1;          // runtime.seed: sampling streams and forced lengths
+  workload_section workload;  // lengths != model: benchmark lengths, EOS ignored
   // Injected faults (faults.*, 0 = off): rollouter 0's slow chunks and its dropped or delayed
   // loads.
   int64_t slow_ms = 0;
@@ -67,16 +67,16 @@ typename Inspector::result_type inspect(Inspector& f, workload_section& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollouter_params& x) {
-  return f(caf::meta::type_name("rollouter_params"), x.device, x.dtype, x.group_size,
-           x.temperature, x.top_k, x.top_p, x.max_new_tokens, x.max_prompt_length, x.max_batch,
-           x.chunk_tokens, x.partial_rollout, x.seed, x.workload, x.slow_ms, x.sync_drop_every,
-           x.sync_delay_every, x.sync_delay_ms);
+  return f(caf::meta::type_name("rollouter_params"), x.device, x.dtype, x.group_size, x.temperature,
+           x.top_k, x.top_p, x.max_new_tokens, x.max_prompt_length, x.max_batch, x.chunk_tokens,
+           x.partial_rollout, x.seed, x.workload, x.slow_ms, x.sync_drop_every, x.sync_delay_every,
+           x.sync_delay_ms);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_params& x) {
-  return f(caf::meta::type_name("node_params"), x.rollouters, x.rollout_threads,
-           x.trainer_threads, x.colocated, x.affinity, x.chat_template, x.system_prompt);
+  return f(caf::meta::type_name("node_params"), x.rollouters, x.rollout_threads, x.trainer_threads,
+           x.colocated, x.affinity, x.chat_template, x.system_prompt);
 }
 
 template <class Inspector>

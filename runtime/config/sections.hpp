@@ -11,9 +11,9 @@
 #include "runtime/config/modes.hpp"
 #include "runtime/model/model_source.hpp"
 #include "runtime/scheduling/async_section.hpp"
-#include "runtime/task/task_sections.hpp"
 #include "runtime/scheduling/sim_costs.hpp"
 #include "runtime/scheduling/workload.hpp"
+#include "runtime/task/task_sections.hpp"
 
 namespace asyncrl {
 

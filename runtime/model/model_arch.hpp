@@ -1,7 +1,7 @@
 #pragma once
 
-// The model architectures asyncrl builds (model.init.arch, a config.json's model_type). Each table lists
-// the names in the order `asyncrl config --describe` shows them; the config parses them
+// The model architectures asyncrl builds (model.init.arch, a config.json's model_type). Each table
+// lists the names in the order `asyncrl config --describe` shows them; the config parses them
 // (runtime/config/modes.hpp includes this file).
 
 #include "runtime/common/enum_names.hpp"

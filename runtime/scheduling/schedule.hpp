@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "runtime/scheduling/async_section.hpp"
 #include "runtime/scheduling/admission.hpp"
+#include "runtime/scheduling/async_section.hpp"
 
 namespace asyncrl {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/text/chat_format.hpp"
 #include "runtime/task/dataset.hpp"
+#include "runtime/text/chat_format.hpp"
 #include "runtime/text/tokenizer.hpp"
 
 namespace asyncrl {

@@ -3,8 +3,8 @@
 // Group advantages for scored rollouts: rl::group_advantages (losses.hpp) for one group, without
 // torch.
 
-#include "runtime/train/train_modes.hpp"
 #include "runtime/train/samples.hpp"
+#include "runtime/train/train_modes.hpp"
 
 namespace asyncrl {
 
