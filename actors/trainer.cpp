@@ -107,11 +107,16 @@ bool finished(const trainer_state& st) {
   return st.phase != trainer_phase::training;
 }
 
-// Every change of phase goes through here, so that the log names each one.
+trainer_actor::behavior_type ended(trainer_ptr self);
+
+// Every change of phase goes through here, so that the log names each one. Training and the
+// three ends are two behaviours: once ended, the trainer takes no live settings and cuts a
+// checkpoint without waiting for a boundary.
 void set_phase(trainer_ptr self, trainer_phase p) {
   auto& st = self->state;
   if (st.phase == p) return;
   spdlog::debug("trainer: {} -> {} after step {}", to_string(st.phase), to_string(p), st.step);
+  if (st.phase == trainer_phase::training) self->become(ended(self));
   st.phase = p;
 }
 
@@ -525,6 +530,101 @@ void pull_next(trainer_ptr self) {
           });
 }
 
+// A checkpoint now if no step is open, else at the end of the step (checkpoint_wanted).
+// Never inside a step: the groups streamed into it are accumulated gradients, which a
+// checkpoint cannot hold (policy_trainer::save_state refuses them).
+void checkpoint_when_closed(trainer_ptr self) {
+  auto& st = self->state;
+  if (st.groups_in_step == 0)
+    send_checkpoint(self);
+  else
+    st.checkpoint_wanted = true;
+}
+
+// The run stops after this checkpoint. Waiting for the step in progress could mean waiting for
+// every one of its responses to time out at a scorer that no longer answers, so the checkpoint
+// is cut at the last completed step: the parameters and AdamW state are still that step's (a
+// step only accumulates until it closes), its groups are regenerated on resume
+// (make_checkpoint leaves them out), and the accumulated gradient is dropped. The trainer then
+// trains no more.
+void cut_for_interrupt(trainer_ptr self) {
+  auto& st = self->state;
+  if (st.groups_in_step > 0) {
+    spdlog::info(
+        "trainer: interrupted during step {}: checkpointing step {}; the {} "
+        "group(s) of step {} are regenerated on resume",
+        st.step + 1, st.step, st.groups_in_step, st.step + 1);
+    compute_region cpu;
+    st.pt->discard_pending();
+  }
+  set_phase(self, trainer_phase::interrupted);
+  send_checkpoint(self);
+}
+
+// A behaviour: its own checkpoint, interrupt and live-settings handlers, then the ones that are
+// the same while training and after.
+template <class OnCheckpoint, class OnInterrupt, class OnSet>
+trainer_actor::behavior_type with_shared(trainer_ptr self, OnCheckpoint checkpoint,
+                                         OnInterrupt interrupt, OnSet set) {
+  return {
+      std::move(checkpoint),
+      std::move(interrupt),
+      std::move(set),
+      [self](start_atom) {
+        self->state.step_start = clock::now();
+        pull_next(self);
+      },
+      [self](final_atom) -> weight_snapshot {
+        compute_region cpu;
+        return snapshot_weights(*self->state.pt->policy(), self->state.pt->version());
+      },
+      [self](stop_atom, int64_t expected_groups) -> caf::result<trainer_counts> {
+        auto& st = self->state;
+        set_phase(self, trainer_phase::stopping);
+        auto promise = st.stop.arm(self, expected_groups);
+        finish_stop(self);
+        return promise;
+      },
+  };
+}
+
+trainer_actor::behavior_type training(trainer_ptr self) {
+  return with_shared(
+      self,
+      // A signal: at a checkpoint boundary now (or at the end of its step), else at the end of
+      // the sync window.
+      [self](checkpoint_atom) {
+        if (at_checkpoint_boundary(self))
+          checkpoint_when_closed(self);
+        else
+          self->state.checkpoint_wanted = true;
+      },
+      [self](checkpoint_atom, interrupt_atom) {
+        if (!at_checkpoint_boundary(self)) {
+          self->state.checkpoint_wanted = true;  // sync/periodic inside a window: at its end
+          return;
+        }
+        cut_for_interrupt(self);
+      },
+      [self](set_atom, live_settings& s) -> caf::result<int64_t> {
+        auto& st = self->state;
+        st.pending_step = next_boundary_step(st);
+        st.pending_live = s;
+        if (!st.pulling && st.groups_in_step == 0 && st.buffer.empty()) adopt_live(self);
+        return st.pending_step;
+      });
+}
+
+// Done, interrupted or stopping: no boundary to wait for.
+trainer_actor::behavior_type ended(trainer_ptr self) {
+  return with_shared(
+      self, [self](checkpoint_atom) { checkpoint_when_closed(self); },
+      [self](checkpoint_atom, interrupt_atom) { cut_for_interrupt(self); },
+      [](set_atom, live_settings&) -> caf::result<int64_t> {
+        return caf::make_error(errc::run_over, "the trainer has finished its steps");
+      });
+}
+
 trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   auto& st = self->state;
   st.args = std::move(args);
@@ -558,66 +658,7 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
     st.next_checkpoint = (st.step / tp.checkpoint_every_steps + 1) * tp.checkpoint_every_steps;
   install_exception_handler(self, "trainer");
 
-  return {
-      [self](start_atom) {
-        self->state.step_start = clock::now();
-        pull_next(self);
-      },
-      [self](final_atom) -> weight_snapshot {
-        compute_region cpu;
-        return snapshot_weights(*self->state.pt->policy(), self->state.pt->version());
-      },
-      [self](checkpoint_atom) {
-        // A signal: now if this is a boundary (or the run has no more steps), else at the end
-        // of the sync window.
-        // Never inside a step: the groups streamed into it are accumulated gradients, which a
-        // checkpoint cannot hold (policy_trainer::save_state refuses them).
-        auto& st = self->state;
-        if (st.groups_in_step == 0 && (at_checkpoint_boundary(self) || finished(st)))
-          send_checkpoint(self);
-        else
-          self->state.checkpoint_wanted = true;
-      },
-      [self](checkpoint_atom, interrupt_atom) {
-        // The run stops after this checkpoint. Waiting for the step in progress could mean
-        // waiting for every one of its responses to time out at a scorer that no longer
-        // answers, so when the last completed step is a boundary the checkpoint is cut there:
-        // the parameters and AdamW state are still that step's (a step only accumulates until
-        // it closes), its groups are regenerated on resume (make_checkpoint leaves them out),
-        // and the accumulated gradient is dropped. The trainer then trains no more.
-        auto& st = self->state;
-        if (!at_checkpoint_boundary(self) && !finished(st)) {
-          st.checkpoint_wanted = true;  // sync/periodic inside a window: at its end
-          return;
-        }
-        if (st.groups_in_step > 0) {
-          spdlog::info(
-              "trainer: interrupted during step {}: checkpointing step {}; the {} "
-              "group(s) of step {} are regenerated on resume",
-              st.step + 1, st.step, st.groups_in_step, st.step + 1);
-          compute_region cpu;
-          st.pt->discard_pending();
-        }
-        set_phase(self, trainer_phase::interrupted);
-        send_checkpoint(self);
-      },
-      [self](set_atom, live_settings& s) -> caf::result<int64_t> {
-        auto& st = self->state;
-        if (finished(st))
-          return caf::make_error(errc::run_over, "the trainer has finished its steps");
-        st.pending_step = next_boundary_step(st);
-        st.pending_live = s;
-        if (!st.pulling && st.groups_in_step == 0 && st.buffer.empty()) adopt_live(self);
-        return st.pending_step;
-      },
-      [self](stop_atom, int64_t expected_groups) -> caf::result<trainer_counts> {
-        auto& st = self->state;
-        set_phase(self, trainer_phase::stopping);
-        auto promise = st.stop.arm(self, expected_groups);
-        finish_stop(self);
-        return promise;
-      },
-  };
+  return training(self);
 }
 
 }  // namespace
