@@ -145,28 +145,6 @@ constexpr auto normal = caf::message_priority::normal;
 
 }  // namespace
 
-const char* to_string(shutdown_step s) {
-  switch (s) {
-    case shutdown_step::running:
-      return "running";
-    case shutdown_step::synchronizer:
-      return "stopping the synchronizer";
-    case shutdown_step::rollouters:
-      return "stopping the rollouters";
-    case shutdown_step::reward:
-      return "stopping the reward";
-    case shutdown_step::queue:
-      return "stopping the message_queue";
-    case shutdown_step::final_weights:
-      return "taking the final weights";
-    case shutdown_step::trainer:
-      return "stopping the trainer";
-    case shutdown_step::done:
-      return "done";
-  }
-  return "?";
-}
-
 namespace {
 
 void enter(ctrl_ptr self, shutdown_step s) {
@@ -307,8 +285,13 @@ std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
         "something else); queue depth " +
         std::to_string(q->depth);
   }
+  const auto& tr = st.reported.trainer;
+  s += fmt::format("; the trainer is {}", to_string(tr.phase));
+  if (tr.phase != trainer_phase::training) s += fmt::format(" since step {}", tr.step);
+  s += fmt::format("; the synchronizer is {} (weights v{})", to_string(st.reported.sync.activity),
+                   st.reported.sync.version);
   for (auto& [w, p] : st.progress)
-    s += "; rollouter " + std::to_string(w) + " is " + p.state + " at weight version " +
+    s += "; rollouter " + std::to_string(w) + " is " + to_string(p.state) + " at weight version " +
          std::to_string(p.version);
   return s;
 }
@@ -476,6 +459,8 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         p.completed.clear();
         st.progress[p.worker] = std::move(p);
       },
+      [self](activity_atom, trainer_status& s) { self->state.reported.trainer = s; },
+      [self](activity_atom, sync_status& s) { self->state.reported.sync = s; },
       [self](report_atom, step_report& r) {
         write_report(self, r);
         after_step(self, r);

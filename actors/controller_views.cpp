@@ -12,7 +12,7 @@ json console_rollouters_view(const controller_state& st) {
   for (auto& [w, r] : st.rollouters) {
     json x{{"id", w}, {"where", st.cluster.where(w)}};
     if (auto p = st.progress.find(w); p != st.progress.end()) {
-      x["state"] = p->second.state;
+      x["state"] = to_string(p->second.state);
       x["weight_version"] = p->second.version;
       x["tokens_generated"] = p->second.tokens_generated;
       x["groups_completed"] = p->second.groups_completed;
@@ -37,10 +37,12 @@ json console_status_view(const controller_state& st, const queue_stats* q,
               {"step", st.watch.last_step()},
               {"total_steps", st.args.env->plan.total_steps},
               {"wall_time_s", st.wall_s()}};
-  // What the trainer is doing, as the queue sees it: a pull waiting for groups, or none (it is
-  // computing a step).
+  // What the trainer is doing: an end it reported, or as the queue sees it, a pull waiting for
+  // groups or none (it is computing a step).
   std::string trainer_state = "training";
-  if (st.shutting_down())
+  if (st.reported.trainer.phase != trainer_phase::training)
+    trainer_state = to_string(st.reported.trainer.phase);
+  else if (st.shutting_down())
     trainer_state = "stopping";
   else if (q && q->pull_waiting_min > 0)
     trainer_state = "waiting for " + std::to_string(q->pull_waiting_min) + " group(s)";
@@ -52,11 +54,9 @@ json console_status_view(const controller_state& st, const queue_stats* q,
   }
   j["trainer"] = tr;
   j["rollouters"] = console_rollouters_view(st);
-  // A weight sync in progress shows in the rollouters: paused for it, or loading.
-  bool syncing = false;
-  for (auto& [w, p] : st.progress)
-    syncing |= p.state == "interrupted" || p.state == "syncing";
-  j["synchronizer"] = {{"state", syncing ? "syncing" : "idle"}};
+  // As the synchronizer last reported: idle, syncing or joining, and the version it moves.
+  j["synchronizer"] = {{"state", to_string(st.reported.sync.activity)},
+                       {"weights_version", st.reported.sync.version}};
   if (rc)
     j["reward"] = {{"state", rc->in_progress > 0 ? "scoring" : "idle"},
                    {"groups_scoring", rc->in_progress}};

@@ -27,19 +27,6 @@ struct pending_group {
   std::vector<gen_result> done;  // finished responses, in any order
 };
 
-/// The behaviour a rollouter runs (see the diagram in rollouter.hpp). Its name is what the
-/// debug log and the controller's watchdog diagnosis show.
-enum class rollouter_state { idle, generating, interrupted, syncing, resuming };
-constexpr enum_name<rollouter_state> rollouter_state_names[] = {
-    {rollouter_state::idle, "idle"},
-    {rollouter_state::generating, "generating"},
-    {rollouter_state::interrupted, "interrupted"},
-    {rollouter_state::syncing, "syncing"},
-    {rollouter_state::resuming, "resuming"}};
-constexpr const auto& enum_names(rollouter_state) {
-  return rollouter_state_names;
-}
-
 struct rollouter_actor_state {
   static inline const char* name = "rollouter";
   rollouter_args args;
@@ -84,7 +71,7 @@ struct rollouter_actor_state {
     p.busy_ms = busy_ms;
     p.idle_ms = std::chrono::duration<double, std::milli>(clock::now() - born).count() - busy_ms;
     p.version = gen ? gen->version() : 0;
-    p.state = to_string(state);
+    p.state = state;
     return p;
   }
 };

@@ -59,21 +59,6 @@ struct sync_run {
   std::string digest;
 };
 
-// What the synchronizer is doing; a publish or a join that arrives while not idle waits.
-enum class sync_activity { idle, syncing, joining };
-
-const char* to_string(sync_activity a) {
-  switch (a) {
-    case sync_activity::idle:
-      return "idle";
-    case sync_activity::syncing:
-      return "syncing";
-    case sync_activity::joining:
-      return "joining";
-  }
-  return "?";
-}
-
 struct sync_state {
   static inline const char* name = "synchronizer";
   synchronizer_args args;
@@ -348,11 +333,13 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
 synchronizer_actor::behavior_type idle(sync_ptr self);
 synchronizer_actor::behavior_type busy(sync_ptr self);
 
-// Every change of activity goes through here, so that the log names each one; idle and busy
-// (syncing or joining) are behaviours of their own.
-void set_activity(sync_ptr self, sync_activity a) {
+// Every change of activity goes through here, so that the log names each one and the controller
+// knows it (its watchdog diagnosis and the console's status); idle and busy (syncing or joining)
+// are behaviours of their own. `version`: the weights the activity moves.
+void set_activity(sync_ptr self, sync_activity a, int64_t version) {
   auto& st = self->state;
-  spdlog::debug("synchronizer: {} -> {}", to_string(st.activity), to_string(a));
+  spdlog::debug("synchronizer: {} -> {} (v{})", to_string(st.activity), to_string(a), version);
+  self->send(st.args.controller, activity_atom::value, sync_status{a, version});
   const bool was_idle = st.activity == sync_activity::idle;
   st.activity = a;
   if (was_idle != (a == sync_activity::idle))
@@ -360,7 +347,7 @@ void set_activity(sync_ptr self, sync_activity a) {
 }
 
 void start_sync(sync_ptr self, pending_publish job) {
-  set_activity(self, sync_activity::syncing);
+  set_activity(self, sync_activity::syncing, job.weights.version);
   auto run = std::make_shared<sync_run>();
   run->job = std::move(job);
   start_attempt(self, std::move(run));
@@ -370,8 +357,8 @@ void start_sync(sync_ptr self, pending_publish job) {
 // become members before any sync can miss them (the synchronizer is busy meanwhile).
 void start_join(sync_ptr self, pending_join j) {
   auto& st = self->state;
-  set_activity(self, sync_activity::joining);
   const auto v = st.current.version;
+  set_activity(self, sync_activity::joining, v);
   auto fail = [self, j](const std::string& why) mutable {
     spdlog::warn("synchronizer: a worker node could not join: {}", why);
     j.promise.deliver(caf::make_error(errc::join_failed, why));
@@ -431,7 +418,7 @@ void start_join(sync_ptr self, pending_join j) {
 // new node is part of the next sync.
 void idle_again(sync_ptr self) {
   auto& st = self->state;
-  set_activity(self, sync_activity::idle);
+  set_activity(self, sync_activity::idle, st.current.version);
   if (!st.joins.empty()) {
     auto j = std::move(st.joins.front());
     st.joins.erase(st.joins.begin());

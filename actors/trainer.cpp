@@ -42,29 +42,6 @@ struct step_acc {
   std::vector<uint64_t> ids;  // every group consumed, trained or filtered
 };
 
-// Where the trainer is in its run. It trains until one of three ends; after any of them it
-// consumes no more groups, refuses live settings, and a pull still out only counts its groups.
-enum class trainer_phase {
-  training,     // pulling groups and stepping
-  done,         // reached trainer.total_steps (the controller got done_atom)
-  interrupted,  // checkpointed at the last boundary for an interrupt; a stop follows
-  stopping,     // the controller's stop arrived: waiting for the groups delivered before it
-};
-
-const char* to_string(trainer_phase p) {
-  switch (p) {
-    case trainer_phase::training:
-      return "training";
-    case trainer_phase::done:
-      return "done";
-    case trainer_phase::interrupted:
-      return "interrupted";
-    case trainer_phase::stopping:
-      return "stopping";
-  }
-  return "?";
-}
-
 struct trainer_state {
   static inline const char* name = "trainer";
   trainer_args args;
@@ -116,6 +93,7 @@ void set_phase(trainer_ptr self, trainer_phase p) {
   auto& st = self->state;
   if (st.phase == p) return;
   spdlog::debug("trainer: {} -> {} after step {}", to_string(st.phase), to_string(p), st.step);
+  self->send(st.args.controller, activity_atom::value, trainer_status{p, st.step});
   if (st.phase == trainer_phase::training) self->become(ended(self));
   st.phase = p;
 }

@@ -22,6 +22,8 @@ inline controller_actor fake_controller(caf::actor_system& sys) {
         [](report_atom, step_report&) {},
         [](checkpoint_atom, trainer_checkpoint&) {},
         [](done_atom) {},
+        [](activity_atom, trainer_status&) {},
+        [](activity_atom, sync_status&) {},
         [](fail_atom, std::string& why) { std::cerr << "run failed: " << why << "\n"; },
         [](interrupt_atom) {},
         [](requeue_atom, int32_t, caf::actor_addr&) {},

@@ -7,38 +7,6 @@
 
 namespace asyncrl {
 
-const char* to_string(errc x) {
-  switch (x) {
-    case errc::none:
-      return "none";
-    case errc::role_failed:
-      return "role_failed";
-    case errc::run_over:
-      return "run_over";
-    case errc::unauthorized:
-      return "unauthorized";
-    case errc::bad_request:
-      return "bad_request";
-    case errc::bad_weights:
-      return "bad_weights";
-    case errc::join_failed:
-      return "join_failed";
-    case errc::not_ready:
-      return "not_ready";
-    case errc::scorer_failed:
-      return "scorer_failed";
-    case errc::scorer_gave_up:
-      return "scorer_gave_up";
-    case errc::reward_gave_up:
-      return "reward_gave_up";
-    case errc::injected_fault:
-      return "injected_fault";
-    case errc::interrupted:
-      return "interrupted";
-  }
-  return "unknown";
-}
-
 bool is(const caf::error& e, errc c) {
   return e.category() == caf::atom("asyncrl") && e.code() == static_cast<uint8_t>(c);
 }

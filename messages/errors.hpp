@@ -14,6 +14,8 @@
 #include <caf/make_message.hpp>
 #include <caf/message.hpp>
 
+#include "runtime/common/enum_names.hpp"
+
 namespace caf {
 class actor_system_config;
 }
@@ -37,8 +39,22 @@ enum class errc : uint8_t {
   injected_fault,  // a fault the run was told to inject (faults.*, the console's kill)
   interrupted,     // SIGINT or SIGTERM
 };
-
-const char* to_string(errc x);
+inline constexpr enum_name<errc> errc_names[] = {{errc::none, "none"},
+                                                 {errc::role_failed, "role_failed"},
+                                                 {errc::run_over, "run_over"},
+                                                 {errc::unauthorized, "unauthorized"},
+                                                 {errc::bad_request, "bad_request"},
+                                                 {errc::bad_weights, "bad_weights"},
+                                                 {errc::join_failed, "join_failed"},
+                                                 {errc::not_ready, "not_ready"},
+                                                 {errc::scorer_failed, "scorer_failed"},
+                                                 {errc::scorer_gave_up, "scorer_gave_up"},
+                                                 {errc::reward_gave_up, "reward_gave_up"},
+                                                 {errc::injected_fault, "injected_fault"},
+                                                 {errc::interrupted, "interrupted"}};
+constexpr const auto& enum_names(errc) {
+  return errc_names;
+}
 
 /// Whether `e` is asyncrl's code `c` (its text aside).
 bool is(const caf::error& e, errc c);

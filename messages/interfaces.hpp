@@ -120,6 +120,8 @@ using controller_actor = caf::typed_actor<
     caf::reacts_to<dropped_atom, uint64_t, bool>, caf::reacts_to<progress_atom, rollout_progress>,
     caf::reacts_to<report_atom, step_report>, caf::reacts_to<checkpoint_atom, trainer_checkpoint>,
     caf::reacts_to<done_atom>, caf::reacts_to<fail_atom, std::string>,
+    // The trainer's phase and the synchronizer's activity, at each change.
+    caf::reacts_to<activity_atom, trainer_status>, caf::reacts_to<activity_atom, sync_status>,
     caf::reacts_to<interrupt_atom>,                              // SIGINT/SIGTERM: checkpoint, stop
     caf::replies_to<join_atom, join_request>::with<join_reply>,  // a worker process joins
     caf::reacts_to<lost_atom, caf::actor, std::string>,      // a node failed a sync step: drop it

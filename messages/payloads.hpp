@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "messages/float_bits.hpp"
+#include "messages/role_states.hpp"
 #include "runtime/task/prompt_loader.hpp"
 #include "runtime/train/samples.hpp"
 #include "runtime/train/update_stats.hpp"
@@ -33,7 +34,7 @@ struct rollout_progress {
   double busy_ms = 0;  // time spent decoding or prefilling
   double idle_ms = 0;  // time with nothing to generate (no credit, paused, waiting)
   int64_t version = 0;
-  std::string state;
+  rollouter_state state = rollouter_state::idle;
   std::vector<uint64_t> completed;  // group ids sent to the Reward since the last push
 };
 

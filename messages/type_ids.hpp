@@ -47,6 +47,8 @@ CAF_ADD_TYPE_ID(asyncrl, (asyncrl::console_reply))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::live_settings))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::admission_params))
 CAF_ADD_TYPE_ID(asyncrl, (std::vector<int64_t>))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::trainer_status))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::sync_status))
 CAF_END_TYPE_ID_BLOCK(asyncrl)
 
 CAF_ADD_ATOM(asyncrl, asyncrl, start_atom, "start")
@@ -92,6 +94,7 @@ CAF_ADD_ATOM(asyncrl, asyncrl, hold_atom, "hold")
 CAF_ADD_ATOM(asyncrl, asyncrl, hang_atom, "hang")
 CAF_ADD_ATOM(asyncrl, asyncrl, delay_atom, "delay")
 CAF_ADD_ATOM(asyncrl, asyncrl, kill_atom, "kill")
+CAF_ADD_ATOM(asyncrl, asyncrl, activity_atom, "activity")
 
 namespace asyncrl {
 

@@ -51,6 +51,8 @@ controller_actor fake_controller(coordinated_system& cs, controller_hooks hooks)
           if (h->checkpoint) h->checkpoint(c);
         },
         [](done_atom) {},
+        [](activity_atom, trainer_status&) {},
+        [](activity_atom, sync_status&) {},
         [h](fail_atom, std::string& why) {
           if (h->fail) h->fail(why);
         },

@@ -15,7 +15,7 @@ using namespace asyncrl;
 
 namespace {
 
-rollout_progress progress(int32_t worker, const std::string& state, int64_t version) {
+rollout_progress progress(int32_t worker, rollouter_state state, int64_t version) {
   rollout_progress p;
   p.worker = worker;
   p.state = state;
@@ -43,7 +43,7 @@ struct ControllerViews : ::testing::Test {
     st.loader.regenerate(handed[5]);  // the sixth went back before reaching a rollouter
     st.rollouters.emplace(0, rollouter_actor{});
     st.rollouters.emplace(1, rollouter_actor{});
-    st.progress[0] = progress(0, "generating", 3);
+    st.progress[0] = progress(0, rollouter_state::generating, 3);
     st.watch.step_done(4);
   }
 };
@@ -85,19 +85,27 @@ TEST_F(ControllerViews, StatusAccountsForEveryPromptHandedOut) {
 }
 
 // Fails if: a lost prompt goes unnoticed (the check must be able to fail), the stopping or
-// paused run is shown as running, or a rollouter paused for a sync does not show the sync.
+// paused run is shown as running, or the synchronizer's or the trainer's reported state is not
+// the one shown (a sync shown as idle, a join as a sync, an ended trainer as training).
 TEST_F(ControllerViews, StatusShowsALostPromptAPauseASyncAndTheStop) {
   st.ledger.lost_with(0);  // taken out of the ledger and not given back to the loader
   EXPECT_EQ(console_status_view(st, nullptr, nullptr)["accounting"]["holds"], false);
   st.paused = true;
-  st.progress[1] = progress(1, "interrupted", 3);
+  st.progress[1] = progress(1, rollouter_state::interrupted, 3);
+  st.reported.sync = {sync_activity::syncing, 4};
   auto j = console_status_view(st, nullptr, nullptr);
   EXPECT_EQ(j["run"]["state"], "paused");
   EXPECT_EQ(j["synchronizer"]["state"], "syncing");
+  EXPECT_EQ(j["synchronizer"]["weights_version"], 4);
+  EXPECT_EQ(console_rollouters_view(st)[1]["state"], "interrupted");
+  st.reported.sync = {sync_activity::joining, 3};
+  EXPECT_EQ(console_status_view(st, nullptr, nullptr)["synchronizer"]["state"], "joining");
   st.stopping = shutdown_step::rollouters;
   j = console_status_view(st, nullptr, nullptr);
   EXPECT_EQ(j["run"]["state"], "stopping");
   EXPECT_EQ(j["trainer"]["state"], "stopping");
+  st.reported.trainer = {trainer_phase::done, 9};
+  EXPECT_EQ(console_status_view(st, nullptr, nullptr)["trainer"]["state"], "done");
 }
 
 // Fails if: the queue's and the reward's answers are not shown, or the trainer's wait is not

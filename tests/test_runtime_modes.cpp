@@ -288,8 +288,14 @@ TEST(RuntimeModes, AStalledRunFailsLoudlyInsteadOfHanging) {
   EXPECT_NE(out.result.error.find("the trainer waits on the message_queue"), std::string::npos)
       << out.result.error;
   EXPECT_NE(out.result.error.find("dropped as stale"), std::string::npos) << out.result.error;
-  // The rollouter is idle, waiting for credit, not generating.
+  // The rollouter is idle, waiting for credit, not generating; the trainer is still training
+  // and the synchronizer idle with the starting weights (k = 2: step 2, the first sync, never
+  // completes).
   EXPECT_NE(out.result.error.find("rollouter 0 is idle"), std::string::npos) << out.result.error;
+  EXPECT_NE(out.result.error.find("the trainer is training;"), std::string::npos)
+      << out.result.error;
+  EXPECT_NE(out.result.error.find("the synchronizer is idle (weights v0)"), std::string::npos)
+      << out.result.error;
   EXPECT_LT(out.result.steps, 4);
   expect_nothing_lost(out.result);
 }
