@@ -61,13 +61,14 @@ case "$CASE" in
   theorem1)
     # `theorem1 bf16`: bf16 rollouts and trainer, so that the bf16 snapshots the workers receive
     # over the network must equal the ones the local rollouters share.
-    prec=float32
-    [[ ${4:-} == bf16 ]] && prec=bf16
-    start_train sync async_training.mode=sync rollout.num_workers=2 cluster.listen=off \
-      rollout.dtype=$prec trainer.precision=$prec
+    # In bf16 a response's tokens depend on which requests share the generator's batch
+    # (docs/algorithms.md section 12), and that depends on timing: one request per batch keeps
+    # this case about the snapshots.
+    prec=(rollout.dtype=float32 trainer.precision=float32)
+    [[ ${4:-} == bf16 ]] && prec=(rollout.dtype=bf16 trainer.precision=bf16 rollout.max_batch=1)
+    start_train sync async_training.mode=sync rollout.num_workers=2 cluster.listen=off "${prec[@]}"
     wait_train
-    start_train remote async_training.mode=periodic rollout.num_workers=0 \
-      rollout.dtype=$prec trainer.precision=$prec
+    start_train remote async_training.mode=periodic rollout.num_workers=0 "${prec[@]}"
     port=$(port_of "$WORK/remote")
     start_worker w1 "$port"
     start_worker w2 "$port"
