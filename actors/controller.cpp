@@ -107,6 +107,7 @@ void finish_run(ctrl_ptr self) {
   for (auto& [w, t] : st.tokens_of_dead)  // crashed incarnations
     r.tokens_generated += t;
   r.groups_generated += st.groups_of_dead;
+  add_role_faults(r);  // the Reward's and the live rollouters' parts of run_result::faults
   add_resumed_totals(st);
   r.groups_trained = r.trainer.trained;
   r.groups_filtered = r.trainer.filtered;

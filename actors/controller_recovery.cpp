@@ -99,6 +99,7 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
                path, rs.queued.size(), rs.loader.retry.size());
   if (cp.corrupt_checkpoint_at_step > 0 && cp.corrupt_checkpoint_at_step == rs.step) {
     spdlog::warn("injected fault: damaging checkpoint {}", path);
+    ++st.result.faults.checkpoints_damaged;
     corrupt_checkpoint_file(path, /*truncate=*/false);
   }
   if (st.interrupts > 0)
@@ -174,12 +175,16 @@ void after_step(ctrl_ptr self, const step_report& r) {
   auto tasks = st.ledger.trained(r.group_ids);
   if (st.cutting)
     st.trained_after_cut.insert(st.trained_after_cut.end(), tasks.begin(), tasks.end());
+  // The trainer throws right after sending this report; it cannot count its own crash.
+  if (trainer_crash_due(st.args.env->params.trainer, r.step, st.resumed))
+    ++st.result.faults.trainer_crashes;
   const auto every = st.args.env->params.controller.kill_rollouter_every_steps;
   if (every > 0 && r.step % every == 0 && r.step < st.args.env->plan.total_steps &&
       !st.rollouters.empty()) {
     auto victim =
         std::next(st.rollouters.begin(), st.kills++ % static_cast<int64_t>(st.rollouters.size()));
     spdlog::warn("injected fault: killing rollouter {} after step {}", victim->first, r.step);
+    ++st.result.faults.rollouter_kills;
     // Anonymous, because an exit message from a linked actor unlinks the receiver from it
     // first; and not exit_reason::kill, which no actor can trap, so that it would take the
     // controller (linked) down with it. The rollouter dies as a crash would: with an error.
@@ -218,9 +223,11 @@ void on_rollouter_crash(ctrl_ptr self, int32_t worker, const caf::actor_addr& de
 
 void forget_incarnation(ctrl_ptr self, int32_t worker) {
   auto& st = self->state;
-  // What the dead incarnation generated stays counted (its groups: see requeue_and_respawn).
+  // What the dead incarnation generated stays counted (its groups: see requeue_and_respawn),
+  // and so do the faults injected into it (it pushed progress as each fired).
   if (auto p = st.progress.find(worker); p != st.progress.end()) {
     st.tokens_of_dead[worker] += p->second.tokens_generated;
+    st.result.faults += p->second.faults;
     st.progress.erase(p);
   }
   st.metrics.forget_worker(worker);

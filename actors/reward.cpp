@@ -37,6 +37,9 @@ struct reward_fault_log {
   std::mutex mutex;  // detached workers run on their own threads
   std::set<uint64_t> killed;
   bool hang_next = false;  // the console's `hang reward`: the next call scored never answers
+  // The faults injected into the pool, for reward_counts::faults. Here, not in a worker's
+  // state, so that a killed worker's injections (its own crash included) stay counted.
+  std::atomic<int64_t> kills{0}, throws{0}, hangs{0};
   /// True once after the console asked for a hang.
   bool take_hang() {
     std::lock_guard<std::mutex> guard(mutex);
@@ -46,6 +49,11 @@ struct reward_fault_log {
   bool first_kill(uint64_t uid) {
     std::lock_guard<std::mutex> guard(mutex);
     return killed.insert(uid).second;
+  }
+  void fill(reward_counts& c) const {
+    c.faults.reward_worker_kills = kills;
+    c.faults.reward_throws = throws;
+    c.faults.reward_hangs = hangs;
   }
 };
 
@@ -144,14 +152,20 @@ reward_worker_actor::behavior_type worker_fn(worker_ptr self, env_ptr env,
         const auto& f = env->params.reward;  // injected faults (tests, asyncrl chaos)
         if (every(f.kill_worker_every, uid) && faults->first_kill(uid)) {
           // Dies as a crash would: no answer; the Reward learns it from its monitor.
+          ++faults->kills;
           self->quit(caf::make_error(errc::injected_fault, "injected reward worker crash"));
           return caf::delegated<double>{};
         }
         try {
-          if (every(f.throw_every, uid)) throw std::runtime_error("injected reward fault");
+          if (every(f.throw_every, uid)) {
+            ++faults->throws;
+            throw std::runtime_error("injected reward fault");
+          }
           if (every(f.hang_every, uid) || faults->take_hang()) {
-            // Never answers: the caller's timeout fires. Logged here, where it is injected: a
-            // run may end before the deadline of its last hung call (asyncrl chaos counts this).
+            // Never answers: the caller's timeout fires. Counted and logged here, where it is
+            // injected (the console's hang too, once it fires): a run may end before the
+            // deadline of its last hung call.
+            ++faults->hangs;
             spdlog::warn("reward: injected fault: the call for uid {} hangs", uid);
             self->state.hung.push_back(self->make_response_promise<double>());
             return self->state.hung.back();
@@ -259,6 +273,7 @@ reward_counts current_counts(const reward_state& st) {
   auto c = st.counts;
   c.in_progress = in_progress(st);
   st.tally->fill(c);
+  st.faults->fill(c);
   return c;
 }
 
@@ -570,6 +585,7 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
         const auto slot =
             static_cast<size_t>(std::max_element(st.load.begin(), st.load.end()) - st.load.begin());
         spdlog::warn("reward: injected fault (console): killing worker {}", slot);
+        ++st.faults->kills;
         self->send_exit(st.workers[slot],
                         caf::make_error(errc::injected_fault, "killed from the console"));
         return static_cast<int32_t>(slot);

@@ -67,6 +67,14 @@ struct trainer_params {
   int64_t crash_at_step = 0;            // faults.crash_trainer_at_step
 };
 
+/// Whether the trainer's injected crash (faults.crash_trainer_at_step) fires right after `step`:
+/// once, and only in a run that did not resume from a checkpoint. The trainer throws on it
+/// after sending that step's report; the controller, which outlives the trainer, counts the
+/// crash when the report arrives, by this same rule.
+inline bool trainer_crash_due(const trainer_params& p, int64_t step, bool resumed) {
+  return p.crash_at_step > 0 && step == p.crash_at_step && !resumed;
+}
+
 /// The controller: the loader's seed, supervision, checkpoints, the watchdog, the console's
 /// view of the run, and the controller's injected faults.
 struct controller_params {

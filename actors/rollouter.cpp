@@ -50,6 +50,7 @@ struct rollouter_actor_state {
   std::optional<std::pair<weight_snapshot, caf::typed_response_promise<int64_t>>> delayed_load;
   std::vector<caf::typed_response_promise<int64_t>> dropped_loads;
   std::set<int64_t> dropped_versions;
+  fault_counts faults;  // the drops and delays injected above, for progress and rollout_counts
   int64_t completed = 0, tokens = 0, interruptions = 0, chunks = 0;
   double busy_ms = 0;
   double temperature = 1.0;   // rollout.temperature, or as the console set it
@@ -72,6 +73,7 @@ struct rollouter_actor_state {
     p.idle_ms = std::chrono::duration<double, std::milli>(clock::now() - born).count() - busy_ms;
     p.version = gen ? gen->version() : 0;
     p.state = state;
+    p.faults = faults;
     return p;
   }
 };
@@ -280,6 +282,7 @@ rollout_counts finish(self_ptr self) {
   c.groups_unfinished = static_cast<int64_t>(st.groups.size());
   c.tokens_generated = st.tokens;
   c.interruptions = st.interruptions;
+  c.faults = st.faults;
   if (c.groups_unfinished > 0)
     self->send(st.args.queue, abandon_atom::value, st.args.worker, c.groups_unfinished);
   st.groups.clear();
@@ -322,6 +325,8 @@ auto on_load(self_ptr self) {
     if (st.args.worker == 0 && every(f.sync_drop_every, w.version) &&
         st.dropped_versions.insert(w.version).second) {
       spdlog::warn("rollouter 0: injected fault: load of v{} dropped", w.version);
+      ++st.faults.sync_drops;
+      push_progress(self);  // counted now: this incarnation may be killed before its stop
       st.dropped_loads.push_back(self->make_response_promise<int64_t>());
       return st.dropped_loads.back();
     }
@@ -331,6 +336,8 @@ auto on_load(self_ptr self) {
       st.console_delay = 0;
       spdlog::warn("rollouter {}: injected fault: load of v{} delayed by {} ms", st.args.worker,
                    w.version, ms);
+      ++st.faults.sync_delays;
+      push_progress(self);  // counted now: this incarnation may be killed before its stop
       auto rp = self->make_response_promise<int64_t>();
       st.delayed_load.emplace(w, rp);
       self->delayed_send(self, std::chrono::milliseconds(ms), apply_atom::value);

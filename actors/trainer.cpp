@@ -380,8 +380,8 @@ void do_step(trainer_ptr self) {
   st.acc = step_acc{};
   st.step_start = clock::now();  // the next step's time excludes this step's evaluation
   st.groups_in_step = 0;
-  const auto crash_at = st.args.env->params.trainer.crash_at_step;
-  if (crash_at > 0 && st.step == crash_at && !st.resumed)
+  // Counted by the controller from the report just sent (trainer_crash_due).
+  if (trainer_crash_due(st.args.env->params.trainer, st.step, st.resumed))
     throw std::runtime_error("injected fault: trainer crash after step " + std::to_string(st.step));
   if (st.step >= plan.total_steps) {
     set_phase(self, trainer_phase::done);

@@ -26,6 +26,36 @@ namespace asyncrl {
 // prompt_task (one prompt handed to a rollouter) is the data loader's:
 // runtime/task/prompt_loader.hpp.
 
+/// Faults injected (faults.*, the console's kill, hang and delay-sync), by kind: counted where
+/// each fires, by the role that fires it. A role reports its part with its other counts; the
+/// run's total is run_result::faults. Each counts events, so a fault that fires again (a hung
+/// call re-sent after its worker died, a damaged checkpoint's step passed again after a
+/// restart) counts again.
+struct fault_counts {
+  int64_t rollouter_kills = 0;      // the controller: kill_rollouter_every_steps
+  int64_t reward_worker_kills = 0;  // the Reward: kill_reward_worker_every, console kills
+  int64_t reward_throws = 0;        // the Reward: reward_throw_every
+  int64_t reward_hangs = 0;         // the Reward: reward_hang_every, the console's hang
+  int64_t sync_drops = 0;           // a rollouter: sync_drop_every
+  int64_t sync_delays = 0;          // a rollouter: sync_delay_every, the console's delay-sync
+  int64_t trainer_crashes = 0;      // the controller (the step report): crash_trainer_at_step
+  int64_t checkpoints_damaged = 0;  // the controller: corrupt_checkpoint_at_step
+  int64_t checkpoints_skipped = 0;  // the train command: damaged ones passed over at a (re)start
+
+  fault_counts& operator+=(const fault_counts& o) {
+    rollouter_kills += o.rollouter_kills;
+    reward_worker_kills += o.reward_worker_kills;
+    reward_throws += o.reward_throws;
+    reward_hangs += o.reward_hangs;
+    sync_drops += o.sync_drops;
+    sync_delays += o.sync_delays;
+    trainer_crashes += o.trainer_crashes;
+    checkpoints_damaged += o.checkpoints_damaged;
+    checkpoints_skipped += o.checkpoints_skipped;
+    return *this;
+  }
+};
+
 /// A rollouter's cumulative counters, pushed to the controller as they change.
 struct rollout_progress {
   int32_t worker = 0;
@@ -36,6 +66,9 @@ struct rollout_progress {
   int64_t version = 0;
   rollouter_state state = rollouter_state::idle;
   std::vector<uint64_t> completed;  // group ids sent to the Reward since the last push
+  // Its injected faults so far, pushed as each fires: a crashed incarnation never answers the
+  // stop with its rollout_counts, and the controller keeps these instead.
+  fault_counts faults;
 };
 
 /// The MessageQueue's counters (groups).
@@ -126,6 +159,7 @@ struct rollout_counts {
   int64_t groups_unfinished = 0;  // admitted but not finished when stopped
   int64_t tokens_generated = 0;
   int64_t interruptions = 0;
+  fault_counts faults;  // injected into this incarnation: sync_drops, sync_delays
 };
 
 struct reward_counts {
@@ -144,6 +178,9 @@ struct reward_counts {
   int64_t scorer_unavailable = 0;     // no scorer could be started or connected to
   int64_t scorer_restarts = 0;        // scorer processes started again, connections reopened
   int64_t scorer_start_failures = 0;  // exec/connect errors, exits before the first answer
+  // Injected into the pool (reward_worker_kills, reward_throws, reward_hangs), replaced workers
+  // included. Not carried by checkpoints: zero in a run_state (see run_result::faults).
+  fault_counts faults;
 };
 
 struct trainer_counts {
@@ -158,6 +195,13 @@ struct trainer_counts {
 };
 
 // inspect() --------------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fault_counts& x) {
+  return f(caf::meta::type_name("fault_counts"), x.rollouter_kills, x.reward_worker_kills,
+           x.reward_throws, x.reward_hangs, x.sync_drops, x.sync_delays, x.trainer_crashes,
+           x.checkpoints_damaged, x.checkpoints_skipped);
+}
 
 // Log-probs, reward and advantage cross nodes as raw bits (messages/float_bits.hpp).
 template <class Inspector>
@@ -200,7 +244,7 @@ typename Inspector::result_type inspect(Inspector& f, prompt_task& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollout_progress& x) {
   return f(caf::meta::type_name("rollout_progress"), x.worker, x.tokens_generated,
-           x.groups_completed, x.busy_ms, x.idle_ms, x.version, x.state, x.completed);
+           x.groups_completed, x.busy_ms, x.idle_ms, x.version, x.state, x.completed, x.faults);
 }
 
 template <class Inspector>
@@ -242,14 +286,15 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollout_counts& x) {
   return f(caf::meta::type_name("rollout_counts"), x.worker, x.groups_completed,
-           x.groups_unfinished, x.tokens_generated, x.interruptions);
+           x.groups_unfinished, x.tokens_generated, x.interruptions, x.faults);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, reward_counts& x) {
   return f(caf::meta::type_name("reward_counts"), x.received, x.forwarded, x.in_progress,
            x.failures, x.timeouts, x.worker_restarts, x.fenced, x.scorer_timeouts, x.scorer_crashes,
-           x.scorer_malformed, x.scorer_unavailable, x.scorer_restarts, x.scorer_start_failures);
+           x.scorer_malformed, x.scorer_unavailable, x.scorer_restarts, x.scorer_start_failures,
+           x.faults);
 }
 
 template <class Inspector>

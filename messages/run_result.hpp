@@ -52,8 +52,23 @@ struct run_result {
   reward_counts reward;
   queue_stats queue;
   trainer_counts trainer;
+  // Faults injected in this process, over every in-process restart (summary.json's "faults").
+  // The controller counts its own (rollouter kills, damaged checkpoints, the trainer's crash)
+  // and a crashed rollouter's as they happen, and adds the live roles' parts (reward.faults,
+  // rollouters[i].faults) at the end (add_role_faults); the train command adds the skipped
+  // checkpoints and sums its restarts' results. A checkpoint does not carry them: a resumed
+  // process counts its own.
+  fault_counts faults;
   weight_snapshot final_weights;
 };
+
+/// Adds the parts of run_result::faults the roles reported with their final counts (the Reward's
+/// and each live rollouter's) to the run's total. The controller calls it once, as the run ends.
+inline void add_role_faults(run_result& r) {
+  r.faults += r.reward.faults;
+  for (const auto& c : r.rollouters)
+    r.faults += c.faults;
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
@@ -62,7 +77,7 @@ typename Inspector::result_type inspect(Inspector& f, run_result& x) {
            x.remote_rollouters_joined, x.remote_rollouters_lost, x.restartable, x.steps,
            x.groups_generated, x.groups_trained, x.groups_dropped, x.groups_in_flight,
            x.groups_filtered, x.tokens_generated, x.tokens_trained, x.syncs, x.wall_time_s,
-           x.train_time_s, x.rollouters, x.reward, x.queue, x.trainer, x.final_weights);
+           x.train_time_s, x.rollouters, x.reward, x.queue, x.trainer, x.faults, x.final_weights);
 }
 
 }  // namespace asyncrl

@@ -69,9 +69,24 @@ void expect_same(const prompt_task& a, const prompt_task& b) {
   SAME(group_id), SAME(prompt_index), SAME(seq), SAME(prompt), SAME(ground_truth);
 }
 
+void expect_same(const fault_counts& a, const fault_counts& b) {
+  SAME(rollouter_kills), SAME(reward_worker_kills), SAME(reward_throws), SAME(reward_hangs),
+      SAME(sync_drops), SAME(sync_delays), SAME(trainer_crashes), SAME(checkpoints_damaged),
+      SAME(checkpoints_skipped);
+}
+
 void expect_same(const rollout_progress& a, const rollout_progress& b) {
   SAME(worker), SAME(tokens_generated), SAME(groups_completed), SAME(busy_ms), SAME(idle_ms),
       SAME(version), SAME(state), SAME(completed);
+  expect_same(a.faults, b.faults);
+}
+
+void expect_same(const trainer_status& a, const trainer_status& b) {
+  SAME(phase), SAME(step);
+}
+
+void expect_same(const sync_status& a, const sync_status& b) {
+  SAME(activity), SAME(version);
 }
 
 void expect_same(const queue_stats& a, const queue_stats& b) {
@@ -118,6 +133,7 @@ void expect_same(const step_report& a, const step_report& b) {
 void expect_same(const rollout_counts& a, const rollout_counts& b) {
   SAME(worker), SAME(groups_completed), SAME(groups_unfinished), SAME(tokens_generated),
       SAME(interruptions);
+  expect_same(a.faults, b.faults);
 }
 
 void expect_same(const reward_counts& a, const reward_counts& b) {
@@ -125,6 +141,7 @@ void expect_same(const reward_counts& a, const reward_counts& b) {
       SAME(worker_restarts), SAME(fenced), SAME(scorer_timeouts), SAME(scorer_crashes),
       SAME(scorer_malformed), SAME(scorer_unavailable), SAME(scorer_restarts),
       SAME(scorer_start_failures);
+  expect_same(a.faults, b.faults);
 }
 
 void expect_same(const trainer_counts& a, const trainer_counts& b) {
@@ -158,6 +175,7 @@ void expect_same(const run_result& a, const run_result& b) {
   expect_same(a.reward, b.reward);
   expect_same(a.queue, b.queue);
   expect_same(a.trainer, b.trainer);
+  expect_same(a.faults, b.faults);
   expect_same(a.final_weights, b.final_weights);
 }
 
@@ -223,6 +241,9 @@ run_result make_run_result() {
   r.train_time_s = 41.5, r.rollouters = {{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
   r.reward = {51, 52, 53, 54, 55}, r.queue = make_queue_stats();
   r.trainer = {61, 62, 63, 64, 65, 66, 67, 68};
+  r.faults = {71, 72, 73, 74, 75, 76, 77, 78, 79};
+  r.rollouters[1].faults = {0, 0, 0, 0, 81, 82};
+  r.reward.faults = {0, 83, 84, 85};
   r.final_weights = {17, make_blob()};
   return r;
 }
@@ -309,17 +330,51 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
   check(prompt_task{(1ULL << 62) + 5, 77, 1ULL << 45, {1, -2, 3, 40000}, "ground \"truth\"\n"});
   check(make_sample(3));
   check(make_group(5));
-  check(rollout_progress{3, 1LL << 40, 55, 12.25, 0.125, 9, "paused", {7, 1ULL << 60}});
+  check(rollout_progress{3,
+                         1LL << 40,
+                         55,
+                         12.25,
+                         0.125,
+                         9,
+                         rollouter_state::resuming,
+                         {7, 1ULL << 60},
+                         {1, 2, 3, 4, 5, 6, 7, 8, 9}});
+  check(trainer_status{trainer_phase::stopping, 1LL << 40});
+  check(sync_status{sync_activity::joining, (1LL << 41) + 3});
   check(make_queue_stats());
   check(delivery{{make_group(1), make_group(2)}, make_queue_stats()});
   check(sync_report{14, 3.75, 1LL << 33, 4, false, true, "worker 2 unreachable"});
   check(make_step_report());
-  check(rollout_counts{2, 71, 72, 73, 74});
-  check(reward_counts{81, 82, 83, 84, 85, 86, 87, 181, 182, 183, 184, 185, 186});
+  check(rollout_counts{2, 71, 72, 73, 74, {11, 12, 13, 14, 15, 16, 17, 18, 19}});
+  reward_counts rc{81, 82, 83, 84, 85, 86, 87, 181, 182, 183, 184, 185, 186};
+  rc.faults = {21, 22, 23, 24, 25, 26, 27, 28, 29};
+  check(rc);
   check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
   check(make_run_result());
   check(weight_snapshot{23, make_blob()});
   check(weight_snapshot{24, make_bf16_blob()});
+}
+
+// The controller's end-of-run sum: the run's own counts plus the Reward's and each live
+// rollouter's part, each added once and field by field. Catches a part left out or added twice,
+// and a field added to the wrong total (each part and field has digits of its own).
+TEST(FaultCounts, AddRoleFaultsAddsEachRolesPartOnce) {
+  run_result r;
+  r.faults = {1, 0, 0, 0, 0, 0, 1, 1, 1};  // the controller's own: kills, crash, checkpoints
+  r.reward.faults = {0, 10, 100, 1000};
+  r.rollouters.resize(2);
+  r.rollouters[0].faults = {0, 0, 0, 0, 10000, 100000};
+  r.rollouters[1].faults = {0, 0, 0, 0, 20000, 200000};
+  add_role_faults(r);
+  EXPECT_EQ(r.faults.rollouter_kills, 1);
+  EXPECT_EQ(r.faults.reward_worker_kills, 10);
+  EXPECT_EQ(r.faults.reward_throws, 100);
+  EXPECT_EQ(r.faults.reward_hangs, 1000);
+  EXPECT_EQ(r.faults.sync_drops, 30000);
+  EXPECT_EQ(r.faults.sync_delays, 300000);
+  EXPECT_EQ(r.faults.trainer_crashes, 1);
+  EXPECT_EQ(r.faults.checkpoints_damaged, 1);
+  EXPECT_EQ(r.faults.checkpoints_skipped, 1);
 }
 
 // CAF 0.17.6's own float packing turns -0 into +0, NaN into 1, subnormals into huge values and

@@ -316,7 +316,8 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(make_sample(4));
   s.type(make_group(5));
   s.type(std::vector<scored_group>{make_group(6), make_group(7)});
-  s.type(rollout_progress{3, 1LL << 40, 55, 12.25, 0.125, 9, "paused", {7, 1ULL << 60}});
+  s.type(rollout_progress{
+      3, 1LL << 40, 55, 12.25, 0.125, 9, rollouter_state::resuming, {7, 1ULL << 60}});
   s.type(make_queue_stats());
   s.type(delivery{{make_group(1), make_group(2)}, make_queue_stats()});
   s.type(sync_report{14, 3.75, 1LL << 33, 4, false, true, "worker 2 unreachable"});
@@ -367,6 +368,8 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(live_settings{0.5, 2, 3, 1.5e-5, 10, 20});
   s.type(admission_params{12, 0.25, 4, 3, 40});
   s.type(std::vector<int64_t>{-1, 0, 1LL << 40});
+  s.type(trainer_status{trainer_phase::interrupted, 1LL << 40});
+  s.type(sync_status{sync_activity::syncing, (1LL << 41) + 5});
 
   // Messages of the interfaces that cross nodes (messages/interfaces.hpp), atoms included.
   s.message(join_atom::value, join_request{"h", 1, 2, local});
@@ -382,7 +385,8 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.message(abandon_atom::value, int32_t{4}, int64_t{1});
   s.message(put_atom::value, make_group(20));
   s.message(score_atom::value, make_group(21));
-  s.message(progress_atom::value, rollout_progress{1, 2, 3, 4, 5, 6, "generating", {8}});
+  s.message(progress_atom::value,
+            rollout_progress{1, 2, 3, 4, 5, 6, rollouter_state::generating, {8}});
   s.message(pause_atom::value, int64_t{77});
   s.message(resume_atom::value, int64_t{77});
   s.message(publish_atom::value, weight_snapshot{10, make_blob(3.0f)});

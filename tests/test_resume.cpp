@@ -151,6 +151,8 @@ TEST(Resume, Bf16PeriodicInterruptedEndsBitwiseEqual) {
   auto o = interrupted_run(cfg, d, {3}, &resumes);
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(o.result.resumed_from_step, 3);
+  // The resumed process writes step 4's checkpoint again and damages it again: its own count.
+  EXPECT_EQ(o.result.faults.checkpoints_damaged, 1);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_nothing_lost(o.result);
 }
@@ -233,6 +235,9 @@ TEST(Supervision, KilledRollouterIsRestartedAndThePeriodicRunIsUnchanged) {
   ASSERT_TRUE(o.finished);
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(o.result.rollouter_restarts, cfg.trainer.total_steps - 1);
+  // One kill after each step but the last: 5, counted once each by the controller.
+  EXPECT_EQ(o.result.faults.rollouter_kills, 5);
+  EXPECT_EQ(ref.result.faults.rollouter_kills, 0);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_nothing_lost(o.result);
 }
@@ -273,7 +278,31 @@ TEST(Supervision, LostAndDelayedLoadsAreRetriedWithinTheirDeadline) {
   auto o = run_coordinated(faulted);
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(o.result.sync_retries, 2);  // one per lost load; the late ones made it in time
+  // By hand: versions 1..5 are published (the last step publishes none); v2 and v4 lose their
+  // first load to rollouter 0 (2), v3's load is late at both rollouters (2). A retry is not
+  // dropped again, nor delayed. Bugs: not counted (0), counted twice (4), a retry counted.
+  EXPECT_EQ(o.result.faults.sync_drops, 2);
+  EXPECT_EQ(o.result.faults.sync_delays, 2);
+  EXPECT_EQ(ref.result.faults.sync_drops + ref.result.faults.sync_delays, 0);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_nothing_lost(o.result);
+}
+
+TEST(Supervision, AKilledRollouterKeepsTheLoadsDroppedBeforeItsDeath) {
+  // v2 and v4 lose their first load to rollouter 0, which is killed after step 5 (the only kill:
+  // step 10 is past the end), so the incarnation that dropped them never answers the stop; its
+  // successor loads nothing dropped (v5 is odd, and the last step publishes none). Bugs: the
+  // dead incarnation's drops lost (0), or counted both from its progress and again (4).
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic", "faults.sync_drop_every=2",
+                                       "faults.kill_rollouter_every_steps=5",
+                                       "async_training.sync_timeout_ms=100"}))
+                 ->cfg;
+  auto o = run_coordinated(cfg);
+  ASSERT_TRUE(o.finished);
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(o.result.faults.rollouter_kills, 1);
+  EXPECT_EQ(o.result.rollouter_restarts, 1);
+  EXPECT_EQ(o.result.faults.sync_drops, 2);
   expect_nothing_lost(o.result);
 }
 
@@ -303,8 +332,12 @@ TEST(Supervision, TrainerCrashFailsResumablyAndTheResumeIsExact) {
   EXPECT_FALSE(crashed.result.restartable);  // supervision.trainer_failure=fail
   EXPECT_NE(crashed.result.error.find("resumable from"), std::string::npos) << crashed.result.error;
   EXPECT_EQ(crashed.result.checkpoint_step, 3);
+  // Counted by the controller from step 4's report, although the trainer died right after.
+  EXPECT_EQ(crashed.result.faults.trainer_crashes, 1);
   auto o = run_coordinated(faulted, d.files(0, latest(d.ckpt(), nullptr)));
   ASSERT_TRUE(o.result.ok) << o.result.error;  // the crash fires in a fresh run only
+  // ... and is counted there only: the resumed process counts its own faults.
+  EXPECT_EQ(o.result.faults.trainer_crashes, 0);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_steps_once(o.metrics, cfg.trainer.total_steps);
 }
@@ -316,6 +349,7 @@ TEST(Supervision, RestartModeMarksTheTrainerCrashRestartable) {
   auto o = run_coordinated(cfg);
   EXPECT_FALSE(o.result.ok);
   EXPECT_TRUE(o.result.restartable);
+  EXPECT_EQ(o.result.faults.trainer_crashes, 1);
 }
 
 TEST(Checkpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
@@ -326,6 +360,7 @@ TEST(Checkpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
   run_dir d;
   auto stopped = run_coordinated(cfg, d.files(4));  // checkpoints 1..4; 4 is damaged
   EXPECT_EQ(stopped.result.checkpoint_step, 4);
+  EXPECT_EQ(stopped.result.faults.checkpoints_damaged, 1);
   std::vector<std::string> skipped;
   auto from = latest(d.ckpt(), &skipped);
   ASSERT_TRUE(from.has_value());
@@ -336,6 +371,8 @@ TEST(Checkpoint, ADamagedNewestCheckpointFallsBackToThePreviousOne) {
   auto o = run_coordinated(cfg, d.files(0, std::move(from)));
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(o.result.resumed_from_step, 3);
+  // The resumed process writes step 4's checkpoint again and damages it again: its own count.
+  EXPECT_EQ(o.result.faults.checkpoints_damaged, 1);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_steps_once(o.metrics, cfg.trainer.total_steps);
 }

@@ -414,6 +414,40 @@ TEST(RewardSupervision, AWholeRunRestartsEveryKilledWorkerAndLosesNothing) {
     kills += (u + 1) % 5 == 0;
   ASSERT_EQ(kills, 9);  // 48 responses: 5, 10, ..., 45
   EXPECT_EQ(r.reward.worker_restarts, kills);
+  // Each kill counted once where it fired, in a worker that then died: a count kept in the
+  // worker would vanish with it (0), one counted at the injection and again at the restart 18.
+  EXPECT_EQ(r.reward.faults.reward_worker_kills, kills);
+  EXPECT_EQ(r.faults.reward_worker_kills, kills);
+  EXPECT_EQ(r.faults.reward_throws, 0);
+  EXPECT_EQ(r.faults.reward_hangs, 0);
+  EXPECT_EQ(r.faults.rollouter_kills, 0);
+}
+
+TEST(RewardSupervision, AWholeRunCountsEachInjectedThrowAndHangOnce) {
+  // Sync mode, 3 steps of 4 groups of 4: responses uids 0..47 are scored, once each (no worker
+  // dies, so no call is sent twice). By hand: u + 1 in 4, 8, ..., 48 throws (12); of the rest,
+  // u + 1 in 6, 18, 30, 42 hangs (4; 12, 24, 36 and 48 threw first). Bugs: a counter not
+  // incremented (0), counted twice (24, 8), a hang counted for a throw (8), or counts that stop
+  // at the Reward and never reach the run's total.
+  auto lc = test::tiny_run_config({"async_training.mode=sync", "faults.reward_throw_every=4",
+                                   "faults.reward_hang_every=6", "reward.timeout_ms=5"});
+  auto out = test::run_coordinated(lc->cfg);
+  ASSERT_TRUE(out.finished) << "the run hung";
+  ASSERT_TRUE(out.result.ok) << out.result.error;
+  const auto& r = out.result;
+  expect_nothing_lost(r);
+  // The premise of the counts: exactly the first 12 groups (48 responses) were scored.
+  ASSERT_EQ(lc->cfg.trainer.total_steps * lc->cfg.data.train_batch_size * lc->cfg.rollout.n, 48);
+  ASSERT_EQ(r.groups_generated, 12);
+  ASSERT_EQ(r.reward.in_progress, 0);
+  EXPECT_EQ(r.faults.reward_throws, 12);
+  EXPECT_EQ(r.faults.reward_hangs, 4);
+  EXPECT_EQ(r.reward.faults.reward_throws, 12);
+  EXPECT_EQ(r.reward.faults.reward_hangs, 4);
+  EXPECT_EQ(r.faults.reward_worker_kills, 0);
+  // What recovered them, one each: a throw scores 0 as a failure, a hang as a timeout.
+  EXPECT_EQ(r.reward.failures, 12);
+  EXPECT_EQ(r.reward.timeouts, 4);
 }
 
 TEST(RewardSupervision, AWholeRunFailsPastTheRestartBudget) {

@@ -28,7 +28,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-// The kinds of fault, one per round; their log evidence and summary counters below.
+// The kinds of fault, one per round; their summary counters below (count_fault).
 enum class fault {
   rollouter_kill,
   reward_worker_kill,
@@ -69,50 +69,22 @@ const char* name_of(fault f) {
   return "?";
 }
 
-// The log lines that show a fault: injected (at the injection site, or where the runtime first
-// sees it), and for a damaged checkpoint also the fallback that skipped it. Every substring of
-// a pattern must occur.
-struct log_pattern {
-  std::string key;
-  std::vector<std::string> parts;
-};
-const std::vector<log_pattern>& log_patterns() {
-  static const std::vector<log_pattern> p{
-      {"rollouter_kill", {"injected fault: killing rollouter"}},
-      {"reward_worker_kill", {"reward: worker", "injected reward worker crash"}},
-      {"reward_throw", {"scored 0", "injected reward fault"}},
-      {"reward_hang", {"injected fault: the call for uid", "hangs"}},
-      {"sync_drop", {"injected fault: load of", "dropped"}},
-      {"sync_delay", {"injected fault: load of", "delayed by"}},
-      {"trainer_crash", {"supervision: ", "injected fault: trainer crash"}},
-      {"corrupt_checkpoint", {"injected fault: damaging checkpoint"}},
-      {"checkpoint_skipped", {"checkpoint unusable, skipped"}},
-  };
-  return p;
-}
-
-// Counts the fault lines of the round being run and keeps every line in the round's chaos.log.
-// Added to the "asyncrl" logger next to its stderr sink, which is silenced during the rounds.
-class fault_log_sink final : public spdlog::sinks::base_sink<std::mutex> {
+// Writes every line of the round being run to the round's chaos.log. Added to the "asyncrl"
+// logger next to its stderr sink, which is silenced during the rounds. It counts nothing: the
+// injected faults come from the run's own counters (summary.json's "faults").
+class round_log_sink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   void start(const std::string& log_path) {
     std::lock_guard<std::mutex> lock(mutex_);
-    counts_.clear();
     file_.open(log_path, std::ios::trunc);
   }
-  std::map<std::string, int64_t> stop() {
+  void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     file_.close();
-    return std::move(counts_);
   }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
-    const std::string text(msg.payload.data(), msg.payload.size());
-    for (auto& p : log_patterns())
-      if (std::all_of(p.parts.begin(), p.parts.end(),
-                      [&](const std::string& s) { return text.find(s) != std::string::npos; }))
-        ++counts_[p.key];
     if (file_.is_open()) {
       spdlog::memory_buf_t buf;
       formatter_->format(msg, buf);
@@ -125,13 +97,12 @@ class fault_log_sink final : public spdlog::sinks::base_sink<std::mutex> {
 
  private:
   std::ofstream file_;
-  std::map<std::string, int64_t> counts_;
 };
 
-// Installs the counting sink and silences stderr for the rounds; undoes both on exit.
+// Installs the chaos.log sink and silences stderr for the rounds; undoes both on exit.
 class quiet_logging {
  public:
-  quiet_logging() : sink_(std::make_shared<fault_log_sink>()) {
+  quiet_logging() : sink_(std::make_shared<round_log_sink>()) {
     init_logging("warn");
     logger_ = spdlog::get("asyncrl");
     for (auto& s : logger_->sinks()) {
@@ -147,10 +118,10 @@ class quiet_logging {
   }
   quiet_logging(const quiet_logging&) = delete;
   quiet_logging& operator=(const quiet_logging&) = delete;
-  fault_log_sink& sink() { return *sink_; }
+  round_log_sink& sink() { return *sink_; }
 
  private:
-  std::shared_ptr<fault_log_sink> sink_;
+  std::shared_ptr<round_log_sink> sink_;
   std::shared_ptr<spdlog::logger> logger_;
   std::vector<spdlog::level::level_enum> levels_;
 };
@@ -300,14 +271,35 @@ struct fault_count {
   const char* unit = "faults";
 };
 
-fault_count count_fault(fault f, const std::map<std::string, int64_t>& logs, const json& s,
-                        bool completed) {
-  auto log = [&](const char* k) {
-    auto it = logs.find(k);
-    return it == logs.end() ? int64_t{0} : it->second;
-  };
+// summary.json's "faults" key that counts the injections of `f`; nullptr for the slow
+// rollouter, which is a slowdown, not a count of events.
+const char* injected_key(fault f) {
+  switch (f) {
+    case fault::rollouter_kill:
+      return "rollouter_kills";
+    case fault::reward_worker_kill:
+      return "reward_worker_kills";
+    case fault::reward_throw:
+      return "reward_throws";
+    case fault::reward_hang:
+      return "reward_hangs";
+    case fault::sync_drop:
+      return "sync_drops";
+    case fault::sync_delay:
+      return "sync_delays";
+    case fault::slow_rollouter:
+      return nullptr;
+    case fault::trainer_crash:
+      return "trainer_crashes";
+    case fault::corrupt_checkpoint:
+      return "checkpoints_damaged";
+  }
+  return nullptr;
+}
+
+fault_count count_fault(fault f, const json& s, bool completed) {
   fault_count c{f};
-  c.injected = log(name_of(f));
+  if (auto key = injected_key(f)) c.injected = num(s, "faults", key);
   switch (f) {
     case fault::rollouter_kill:
       c.recovered = num(s, "rollouter_restarts");
@@ -336,8 +328,9 @@ fault_count count_fault(fault f, const std::map<std::string, int64_t>& logs, con
     case fault::trainer_crash:
       c.recovered = num(s, "trainer_restarts");
       break;
+    // Recovered: the restart passed over the damaged checkpoint to the one before.
     case fault::corrupt_checkpoint:
-      c.recovered = log("checkpoint_skipped");
+      c.recovered = num(s, "faults", "checkpoints_skipped");
       break;
   }
   return c;
@@ -457,7 +450,7 @@ struct round_result {
 };
 
 round_result run_round(const chaos_args& a, const round_spec& spec, const std::string& dir,
-                       uint64_t seed, fault_log_sink& sink) {
+                       uint64_t seed, round_log_sink& sink) {
   round_result r;
   r.name = spec.name;
   r.dir = dir;
@@ -472,7 +465,7 @@ round_result run_round(const chaos_args& a, const round_spec& spec, const std::s
   fs::create_directories(dir);
   auto lc = load_config(a.config_path, r.overrides);
   const auto level = lc->cfg.runtime.log_level;
-  if (level != "trace" && level != "debug" && level != "info") {  // the counts need warnings
+  if (level != "trace" && level != "debug" && level != "info") {  // chaos.log shows each fault
     r.overrides.push_back("runtime.log_level=warn");
     lc = load_config(a.config_path, r.overrides);
   }
@@ -490,7 +483,7 @@ round_result run_round(const chaos_args& a, const round_spec& spec, const std::s
     r.check.expect(false, std::string("run threw: ") + e.what());
     return r;
   }
-  auto logs = sink.stop();
+  sink.stop();
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& s = rep.summary;
   r.status = s.at("status").get<std::string>();
@@ -499,7 +492,7 @@ round_result run_round(const chaos_args& a, const round_spec& spec, const std::s
   const bool completed = r.status == "completed";
   r.check.expect(completed, "status " + r.status + (r.error.empty() ? "" : ": " + r.error));
   for (auto f : spec.faults) {
-    r.counts.push_back(count_fault(f, logs, s, completed));
+    r.counts.push_back(count_fault(f, s, completed));
     r.check.expect(r.counts.back().injected > 0,
                    std::string(name_of(f)) + ": no fault was injected (the round tested nothing)");
   }

@@ -79,7 +79,19 @@ nlohmann::ordered_json summarize(const run_result& r) {
             {"held", r.trainer.held},
             {"steps", r.trainer.steps},
             {"skipped_steps", r.trainer.skipped_steps},
-            {"version", r.trainer.version}}}};
+            {"version", r.trainer.version}}},
+          // Injected (faults.*, the console), counted where each fired; asyncrl chaos reads
+          // them. checkpoints_skipped: damaged ones passed over when resuming.
+          {"faults",
+           {{"rollouter_kills", r.faults.rollouter_kills},
+            {"reward_worker_kills", r.faults.reward_worker_kills},
+            {"reward_throws", r.faults.reward_throws},
+            {"reward_hangs", r.faults.reward_hangs},
+            {"sync_drops", r.faults.sync_drops},
+            {"sync_delays", r.faults.sync_delays},
+            {"trainer_crashes", r.faults.trainer_crashes},
+            {"checkpoints_damaged", r.faults.checkpoints_damaged},
+            {"checkpoints_skipped", r.faults.checkpoints_skipped}}}};
 }
 
 nlohmann::ordered_json train_summary(const run_result& r, const train_outcome& o) {

@@ -161,10 +161,12 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
   return result;
 }
 
-// The newest usable checkpoint, reporting every newer one that is damaged.
-std::optional<resume_point> latest_checkpoint(const std::string& dir) {
+// The newest usable checkpoint, reporting every newer one that is damaged; those are counted
+// in `faults` (checkpoints_skipped).
+std::optional<resume_point> latest_checkpoint(const std::string& dir, fault_counts& faults) {
   std::vector<std::string> skipped;
   auto p = load_resume_point(dir, &skipped);
+  faults.checkpoints_skipped += static_cast<int64_t>(skipped.size());
   for (auto& s : skipped)
     spdlog::error("checkpoint unusable, skipped: {}", s);
   if (p && !skipped.empty()) spdlog::warn("resuming from the previous checkpoint {}", p->path);
@@ -266,9 +268,12 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
   // A resume reads its checkpoint first: the live settings it restores shape everything else.
   std::optional<resume_point> from;
   std::unique_ptr<loaded_config> saved, restored;
+  // The faults injected over every attempt below: each attempt's result counts its own only
+  // (a checkpoint does not carry them), so the restarts' results are summed here.
+  fault_counts faults;
   if (!opt.resume_dir.empty()) {
     const auto dir = checkpoint_dir_of(given.cfg);
-    from = latest_checkpoint(dir);
+    from = latest_checkpoint(dir, faults);
     if (!from) throw std::runtime_error("cannot resume: no usable checkpoint in " + dir);
     saved = saved_config(*from);
     restored = restore_live_settings(given, *saved, *from);
@@ -298,10 +303,11 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
   const auto config_yaml = lc.schema.dump_yaml();
   auto result = run_actors(cfg, env, policy, run.data, paths, config_yaml, std::move(from),
                            opt.show_progress);
+  faults += result.faults;
   // supervision.trainer_failure=restart: a crashed trainer restarts the run in-process from its
   // last checkpoint, at most supervision.max_restarts times.
   while (!result.ok && result.restartable && out.trainer_restarts < cfg.supervision.max_restarts) {
-    auto again = latest_checkpoint(paths.checkpoint_dir);
+    auto again = latest_checkpoint(paths.checkpoint_dir, faults);
     if (!again) {
       result.error += "; no checkpoint to restart from";
       break;
@@ -311,7 +317,9 @@ train_report run_training(const loaded_config& given, const train_options& opt) 
                  out.trainer_restarts, cfg.supervision.max_restarts);
     result = run_actors(cfg, env, policy, run.data, paths, config_yaml, std::move(again),
                         opt.show_progress);
+    faults += result.faults;
   }
+  result.faults = faults;
   out.tpspd = tokens_per_s_per_device(result, cfg.rollout.num_workers);
   if (result.ok && result.final_weights.blob)
     save_final_model(policy, result, run.data, *env, cfg, run.dir, out);
