@@ -151,8 +151,6 @@ TEST(Resume, Bf16PeriodicInterruptedEndsBitwiseEqual) {
   auto o = interrupted_run(cfg, d, {3}, &resumes);
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(o.result.resumed_from_step, 3);
-  // The resumed process writes step 4's checkpoint again and damages it again: its own count.
-  EXPECT_EQ(o.result.faults.checkpoints_damaged, 1);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_nothing_lost(o.result);
 }
