@@ -181,10 +181,11 @@ void after_step(ctrl_ptr self, const step_report& r) {
   const auto every = st.args.env->params.controller.kill_rollouter_every_steps;
   if (every > 0 && r.step % every == 0 && r.step < st.args.env->plan.total_steps &&
       !st.rollouters.empty()) {
+    // Round robin over the rollouters, by the kills so far.
+    auto& kills = st.result.faults.rollouter_kills;
     auto victim =
-        std::next(st.rollouters.begin(), st.kills++ % static_cast<int64_t>(st.rollouters.size()));
+        std::next(st.rollouters.begin(), kills++ % static_cast<int64_t>(st.rollouters.size()));
     spdlog::warn("injected fault: killing rollouter {} after step {}", victim->first, r.step);
-    ++st.result.faults.rollouter_kills;
     // Anonymous, because an exit message from a linked actor unlinks the receiver from it
     // first; and not exit_reason::kill, which no actor can trap, so that it would take the
     // controller (linked) down with it. The rollouter dies as a crash would: with an error.

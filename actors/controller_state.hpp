@@ -100,7 +100,6 @@ struct controller_state {
   std::set<caf::actor_addr> fenced;  // rollouters declared lost: whatever they send is ignored
   // Supervision: restarts (actor clock) of crashed rollouters.
   std::optional<restart_budget> restarts;
-  int64_t kills = 0;  // faults.kill_rollouter_every_steps so far
   // Settles of dead rollouters the Reward has yet to answer; a shutdown stops the Reward after.
   int64_t settles_pending = 0;
   std::function<void()> after_settles;
