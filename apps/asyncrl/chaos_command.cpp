@@ -18,6 +18,7 @@
 
 #include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/train_command.hpp"
+#include "runtime/common/enum_names.hpp"
 #include "runtime/common/progress.hpp"
 #include "runtime/config/run_config.hpp"
 
@@ -45,28 +46,18 @@ constexpr fault all_faults[] = {
     fault::reward_hang,    fault::sync_drop,          fault::sync_delay,
     fault::slow_rollouter, fault::trainer_crash,      fault::corrupt_checkpoint};
 
-const char* name_of(fault f) {
-  switch (f) {
-    case fault::rollouter_kill:
-      return "rollouter_kill";
-    case fault::reward_worker_kill:
-      return "reward_worker_kill";
-    case fault::reward_throw:
-      return "reward_throw";
-    case fault::reward_hang:
-      return "reward_hang";
-    case fault::sync_drop:
-      return "sync_drop";
-    case fault::sync_delay:
-      return "sync_delay";
-    case fault::slow_rollouter:
-      return "slow_rollouter";
-    case fault::trainer_crash:
-      return "trainer_crash";
-    case fault::corrupt_checkpoint:
-      return "corrupt_checkpoint";
-  }
-  return "?";
+inline constexpr enum_name<fault> fault_names[] = {
+    {fault::rollouter_kill, "rollouter_kill"},
+    {fault::reward_worker_kill, "reward_worker_kill"},
+    {fault::reward_throw, "reward_throw"},
+    {fault::reward_hang, "reward_hang"},
+    {fault::sync_drop, "sync_drop"},
+    {fault::sync_delay, "sync_delay"},
+    {fault::slow_rollouter, "slow_rollouter"},
+    {fault::trainer_crash, "trainer_crash"},
+    {fault::corrupt_checkpoint, "corrupt_checkpoint"}};
+constexpr const auto& enum_names(fault) {
+  return fault_names;
 }
 
 // Writes every line of the round being run to the round's chaos.log. Added to the "asyncrl"
@@ -234,7 +225,7 @@ std::vector<round_spec> series(const run_config& cfg) {
         std::to_string(E) + " and " + std::to_string(T) + ")");
   std::vector<round_spec> out;
   for (auto f : all_faults) {
-    round_spec r{name_of(f), {f}, overrides_for(f, T, E, R, false)};
+    round_spec r{to_string(f), {f}, overrides_for(f, T, E, R, false)};
     r.restarts_needed = restarts_needed(f, cfg, false);
     set_budget(r, cfg);
     out.push_back(std::move(r));
@@ -271,29 +262,17 @@ struct fault_count {
   const char* unit = "faults";
 };
 
-// summary.json's "faults" key that counts the injections of `f`; nullptr for the slow
-// rollouter, which is a slowdown, not a count of events.
+// summary.json's "faults" key that counts the injections of each kind. The slow rollouter has
+// none: it is a slowdown, not a count of events.
+inline constexpr enum_name<fault> injected_keys[] = {
+    {fault::rollouter_kill, "rollouter_kills"}, {fault::reward_worker_kill, "reward_worker_kills"},
+    {fault::reward_throw, "reward_throws"},     {fault::reward_hang, "reward_hangs"},
+    {fault::sync_drop, "sync_drops"},           {fault::sync_delay, "sync_delays"},
+    {fault::trainer_crash, "trainer_crashes"},  {fault::corrupt_checkpoint, "checkpoints_damaged"}};
+
 const char* injected_key(fault f) {
-  switch (f) {
-    case fault::rollouter_kill:
-      return "rollouter_kills";
-    case fault::reward_worker_kill:
-      return "reward_worker_kills";
-    case fault::reward_throw:
-      return "reward_throws";
-    case fault::reward_hang:
-      return "reward_hangs";
-    case fault::sync_drop:
-      return "sync_drops";
-    case fault::sync_delay:
-      return "sync_delays";
-    case fault::slow_rollouter:
-      return nullptr;
-    case fault::trainer_crash:
-      return "trainer_crashes";
-    case fault::corrupt_checkpoint:
-      return "checkpoints_damaged";
-  }
+  for (const auto& k : injected_keys)
+    if (k.value == f) return k.name;
   return nullptr;
 }
 
@@ -493,8 +472,9 @@ round_result run_round(const chaos_args& a, const round_spec& spec, const std::s
   r.check.expect(completed, "status " + r.status + (r.error.empty() ? "" : ": " + r.error));
   for (auto f : spec.faults) {
     r.counts.push_back(count_fault(f, s, completed));
-    r.check.expect(r.counts.back().injected > 0,
-                   std::string(name_of(f)) + ": no fault was injected (the round tested nothing)");
+    r.check.expect(
+        r.counts.back().injected > 0,
+        std::string(to_string(f)) + ": no fault was injected (the round tested nothing)");
   }
   try {
     // A failed run stopped mid-way: its totals and metrics are partial; its ledger is not.
@@ -529,7 +509,7 @@ std::string breakdown(const round_result& r) {
   std::string out;
   for (auto& c : r.counts) {
     if (!out.empty()) out += " ";
-    out += std::string(name_of(c.kind)) + "=" + std::to_string(c.injected) + "/" +
+    out += std::string(to_string(c.kind)) + "=" + std::to_string(c.injected) + "/" +
            std::to_string(c.recovered);
   }
   return out;
@@ -538,7 +518,7 @@ std::string breakdown(const round_result& r) {
 json to_json(const round_result& r) {
   json counts = json::array();
   for (auto& c : r.counts)
-    counts.push_back({{"fault", name_of(c.kind)},
+    counts.push_back({{"fault", to_string(c.kind)},
                       {"unit", c.unit},
                       {"injected", c.injected},
                       {"recovered", c.recovered}});
