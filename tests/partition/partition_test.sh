@@ -167,9 +167,10 @@ case "$CASE" in
     heal 3
     echo "healed after $(steps_of "$WORK/run") steps"
     # The same process joins again as a new node (a second join line with its pid), and its new
-    # rollouters generate.
-    wait_log "$WORK/w3.log" "reconnected to" 60
-    wait_log "$WORK/w3.log" "rollouter\(s\) started" 60
+    # rollouters generate. Counted, not just found: the first join's lines are in the log too,
+    # and "reconnected to" is also logged by a rejoin attempt that then fails.
+    wait_count "$WORK/run.log" "\(pid $victim_pid\) joins" 2 60
+    wait_count "$WORK/w3.log" "rollouter\(s\) started" 2 60
     at=$(steps_of "$WORK/run")
     wait_steps "$WORK/run" $((at + 20))
     stop_train
@@ -205,7 +206,8 @@ PY
     heal 1
     heal 2
     echo "healed both at step $at"
-    for k in 1 2; do wait_log "$WORK/w$k.log" "reconnected to" 60; done
+    # Both rejoined: a second join each ("reconnected to" alone may be an attempt that failed).
+    for k in 1 2; do wait_count "$WORK/w$k.log" "rollouter\(s\) started" 2 60; done
     wait_steps "$WORK/run" $((at + 20))
     stop_train
     [[ $(count_in "$WORK/run.log" "cluster: worker .* lost") -eq 2 ]] ||
