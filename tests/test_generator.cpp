@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <utility>
 
 #include "runtime/generation/generator.hpp"
 #include "runtime/generation/sampler.hpp"
@@ -112,13 +113,14 @@ TEST(Generator, RecomputeModeAgreesWithKvCache) {
   }
 }
 
-TEST(Generator, ResponseDoesNotDependOnTheRestOfTheBatch) {
-  auto model = tiny_model(3);
+// One request generated alone, and the same request generated among the others of
+// mixed_requests(), joining mid-flight in a different slot: {alone, among others}.
+std::pair<gen_request, gen_request> alone_and_among_others(std::shared_ptr<CausalLMImpl> model) {
   auto target = make_request(7, {1, 4, 8, 15, 16}, 20);
   generator alone(model, opts(1));
   alone.submit(target);
   auto solo = alone.run_all();
-  ASSERT_EQ(solo.size(), 1u);
+  EXPECT_EQ(solo.size(), 1u);
 
   generator crowd(model, opts(5));
   auto others = mixed_requests();
@@ -129,11 +131,15 @@ TEST(Generator, ResponseDoesNotDependOnTheRestOfTheBatch) {
   for (auto& r : others)
     crowd.submit(r);
   auto all = by_id(crowd.run_all());
-  const auto& mixed = all.at(7).request;
-  EXPECT_EQ(mixed.tokens, solo[0].request.tokens);
-  ASSERT_EQ(mixed.logprobs.size(), solo[0].request.logprobs.size());
+  return {solo.at(0).request, all.at(7).request};
+}
+
+TEST(Generator, ResponseDoesNotDependOnTheRestOfTheBatch) {
+  const auto [solo, mixed] = alone_and_among_others(tiny_model(3));
+  EXPECT_EQ(mixed.tokens, solo.tokens);
+  ASSERT_EQ(mixed.logprobs.size(), solo.logprobs.size());
   for (size_t i = 0; i < mixed.logprobs.size(); ++i)
-    EXPECT_NEAR(mixed.logprobs[i], solo[0].request.logprobs[i], 1e-5);
+    EXPECT_NEAR(mixed.logprobs[i], solo.logprobs[i], 1e-5);
 }
 
 TEST(Generator, SampleIndicesDrawFromDifferentStreams) {
@@ -419,22 +425,7 @@ TEST(Generator, Bf16BatchChangesAResponseOnlyByRounding) {
   for (uint64_t seed : {3, 4, 5, 6}) {
     auto model = tiny_model(seed);
     cast_parameters(*model, torch::kBFloat16);
-    auto target = make_request(7, {1, 4, 8, 15, 16}, 20);
-    generator alone(model, opts(1));
-    alone.submit(target);
-    auto solo = alone.run_all();
-    ASSERT_EQ(solo.size(), 1u);
-    generator crowd(model, opts(5));
-    auto others = mixed_requests();
-    crowd.submit(others[1]);
-    crowd.submit(others[5]);
-    crowd.step(3);  // the target joins mid-flight, in a different slot
-    crowd.submit(target);
-    for (auto& r : others)
-      crowd.submit(r);
-    auto all = by_id(crowd.run_all());
-    const auto& a = all.at(7).request;
-    const auto& b = solo[0].request;
+    const auto [b, a] = alone_and_among_others(model);
     double worst = 0;
     size_t same = 0;
     while (same < a.tokens.size() && same < b.tokens.size() && a.tokens[same] == b.tokens[same]) {
