@@ -348,6 +348,7 @@ void spawn_roles(ctrl_ptr self) {
   st.sync = spawn_synchronizer(sys, std::move(sa));
   trainer_args ta{env, st.args.initial, st.queue, st.sync, me, st.args.test, {}};
   if (restore) ta.restore = std::move(restore->trainer);
+  ta.data_parallel = st.args.data_parallel;
   st.trainer = spawn_trainer(sys, std::move(ta));
   // Linked: a child that fails reaches the exit handler below (a rollouter is restarted, any
   // other role takes the run down), and a controller that is killed takes its children with

@@ -8,6 +8,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "runtime/task/dataset.hpp"
 
 namespace asyncrl {
+
+class dp_leader;
 
 struct controller_args {
   env_ptr env;
@@ -33,6 +36,8 @@ struct controller_args {
   // run directory, mode 0600: only its owner can read it). Empty: none asked (TLS, or tests).
   std::string secret;
   std::optional<run_state> resume;  // continue from this checkpoint (run.trainer.state set)
+  // Rank 0 of the trainer's data-parallel group, handed to the trainer; null: one rank.
+  std::shared_ptr<dp_leader> data_parallel;
 };
 
 controller_actor spawn_controller(caf::actor_system& sys, controller_args args);

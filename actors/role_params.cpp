@@ -11,6 +11,7 @@ rollouter_params rollouter_params_from(const run_config& cfg, const schedule_pla
   const auto& ro = cfg.rollout;
   rollouter_params p;
   p.device = rollout_device(ro, cfg.runtime);
+  p.devices = ro.devices;
   p.dtype = ro.dtype;
   p.group_size = plan.group_size;
   p.temperature = ro.temperature;
@@ -79,6 +80,9 @@ trainer_params trainer_params_from(const run_config& cfg) {
   p.policy = policy_trainer_params_from(cfg);
   p.schedule = schedule_params_from(cfg);
   p.device = trainer_device(tr, cfg.runtime);
+  p.devices = tr.devices;
+  p.data_parallel = data_parallel_ranks(tr);
+  p.shard_optimizer = tr.shard_optimizer;
   p.micro_batch_size = tr.micro_batch_size;
   p.micro_batch_tokens = tr.micro_batch_tokens;
   p.group_aligned_micro_batches = tr.group_aligned_micro_batches;

@@ -56,6 +56,9 @@ struct trainer_params {
   policy_trainer_params policy;
   schedule_params schedule;    // with live settings applied, make_schedule gives the new plan
   std::string device = "cpu";  // trainer.device, else runtime.device
+  std::vector<std::string> devices;  // trainer.devices: data-parallel rank r on devices[r]
+  int64_t data_parallel = 1;         // ranks (trainer.data_parallel resolved)
+  bool shard_optimizer = false;
   int64_t micro_batch_size = 32;
   int64_t micro_batch_tokens = 0;
   bool group_aligned_micro_batches = true;
@@ -66,6 +69,11 @@ struct trainer_params {
   int64_t checkpoint_every_steps = 10;  // checkpoint.every_steps
   int64_t crash_at_step = 0;            // faults.crash_trainer_at_step
 };
+
+/// The device of data-parallel rank `rank`: trainer.devices[rank], else trainer.device.
+inline const std::string& trainer_rank_device(const trainer_params& p, int64_t rank) {
+  return p.devices.empty() ? p.device : p.devices.at(static_cast<size_t>(rank));
+}
 
 /// Whether the trainer's injected crash (faults.crash_trainer_at_step) fires right after `step`:
 /// once, and only in a run that did not resume from a checkpoint. The trainer throws on it

@@ -497,7 +497,7 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   set_torch_threads(st.args.env->rollout_threads);
   compute_region cpu;  // building the model and loading the weights
   const auto& rp = st.args.env->params.rollouter;
-  torch::Device device(rp.device);
+  torch::Device device(rollouter_device(rp, st.args.worker));
   CausalLM model(st.args.env->model);
   model->to(device);
   // bf16 rollouts: bf16 weights, activations and KV cache (the generator's cache follows the

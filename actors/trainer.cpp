@@ -14,6 +14,7 @@
 #include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/task/evaluate.hpp"
+#include "runtime/train/dp_leader.hpp"
 #include "runtime/train/micro_batching.hpp"
 #include "runtime/train/policy_trainer.hpp"
 
@@ -126,7 +127,7 @@ double evaluate_now(trainer_ptr self) {
   const auto& tp = st.args.env->params.trainer;
   if (!st.eval_model) {
     st.eval_model = CausalLM(st.args.env->model);
-    st.eval_model->to(torch::Device(tp.device));
+    st.eval_model->to(torch::Device(trainer_rank_device(tp, 0)));
     st.eval_model->eval();
   }
   const auto& policy = *st.pt->policy();
@@ -615,11 +616,16 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   st.plan = st.args.env->plan;
   st.live = live_settings_of(tp);
   CausalLM policy(st.args.env->model);
-  policy->to(torch::Device(tp.device));
+  policy->to(torch::Device(trainer_rank_device(tp, 0)));
   load_snapshot(*policy, st.args.initial, /*alias=*/false);
   for (auto& p : policy->parameters())
     p.set_requires_grad(true);
   st.pt = std::make_unique<policy_trainer>(policy, tp.policy);
+  if (auto& dp = st.args.data_parallel) {
+    // Rank 0 of a multi-process data-parallel trainer: the other ranks replay its calls.
+    st.pt->join_data_parallel(dp->group(), tp.shard_optimizer);
+    st.pt->set_commands(dp.get());
+  }
   st.pt->set_version(st.args.initial.version);
   if (st.args.restore) {
     auto& r = *st.args.restore;

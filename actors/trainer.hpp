@@ -9,6 +9,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include <memory>
 #include <optional>
 
 #include "actors/env.hpp"
@@ -16,6 +17,8 @@
 #include "runtime/task/dataset.hpp"
 
 namespace asyncrl {
+
+class dp_leader;
 
 struct trainer_args {
   env_ptr env;
@@ -26,6 +29,8 @@ struct trainer_args {
   std::vector<qa_example> test;  // eval.every_steps evaluates the policy on it
   // Resume: the trainer's part of a checkpoint (its `held` groups go back to the queue).
   std::optional<trainer_checkpoint> restore;
+  // Rank 0 of a multi-process data-parallel trainer (docs/scaling.md); null: one rank.
+  std::shared_ptr<dp_leader> data_parallel;
 };
 
 trainer_actor spawn_trainer(caf::actor_system& sys, trainer_args args);

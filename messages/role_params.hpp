@@ -20,6 +20,7 @@ namespace asyncrl {
 /// One rollouter: sampling, the KV-cache slots, the forced benchmark lengths and its faults.
 struct rollouter_params {
   std::string device = "cpu";  // rollout.device, else runtime.device
+  std::vector<std::string> devices;  // rollout.devices: rollouter w on devices[w % n]
   rollout_dtype dtype = rollout_dtype::float32;
   int64_t group_size = 8;  // rollout.n
   double temperature = 1.0;
@@ -39,6 +40,12 @@ struct rollouter_params {
   int64_t sync_delay_every = 0;
   int64_t sync_delay_ms = 0;
 };
+
+/// The device of rollouter `worker`: rollout.devices[worker mod n], else rollout.device.
+inline const std::string& rollouter_device(const rollouter_params& p, int32_t worker) {
+  if (p.devices.empty()) return p.device;
+  return p.devices[static_cast<size_t>(worker) % p.devices.size()];
+}
 
 /// How a process runs its compute roles: threads, CPU pinning and the prompt format.
 struct node_params {
@@ -70,7 +77,7 @@ typename Inspector::result_type inspect(Inspector& f, rollouter_params& x) {
   return f(caf::meta::type_name("rollouter_params"), x.device, x.dtype, x.group_size, x.temperature,
            x.top_k, x.top_p, x.max_new_tokens, x.max_prompt_length, x.max_batch, x.chunk_tokens,
            x.partial_rollout, x.seed, x.workload, x.slow_ms, x.sync_drop_every, x.sync_delay_every,
-           x.sync_delay_ms);
+           x.sync_delay_ms, x.devices);
 }
 
 template <class Inspector>

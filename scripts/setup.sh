@@ -27,6 +27,7 @@ PACKAGES=(
   libcaf-dev libssl-dev
   libmsgpack-cxx-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libedit-dev
   libpcre2-dev libutf8proc-dev  # the Hugging Face tokenizer (Unicode regex, NFC)
+  libgloo-dev     # the headers of c10d's Gloo process group (the data-parallel trainer)
   libgtest-dev libbenchmark-dev
   python3 python3-matplotlib
   python3-venv    # scripts/reference_venv.py: the device benchmark's PyTorch/HF reference

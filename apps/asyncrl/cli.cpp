@@ -16,6 +16,7 @@
 #include "apps/asyncrl/simulate_command.hpp"
 #include "apps/asyncrl/tokenize_command.hpp"
 #include "apps/asyncrl/train_command.hpp"
+#include "apps/asyncrl/trainer_rank_command.hpp"
 #include "apps/asyncrl/worker_command.hpp"
 #include "runtime/common/progress.hpp"
 #include "runtime/config/params.hpp"
@@ -58,6 +59,8 @@ struct cli_args {
   CLI::App* chaos_cmd = nullptr;
   CLI::App* worker_cmd = nullptr;
   worker_options worker;
+  CLI::App* rank_cmd = nullptr;
+  trainer_rank_options rank;
   CLI::App* repl_cmd = nullptr;
   repl_options repl;
   CLI::App* simulate_cmd = nullptr;
@@ -119,6 +122,16 @@ void add_run_commands(CLI::App& app, cli_args& a) {
   a.worker_cmd->add_option("overrides", a.worker.overrides,
                            "this machine's settings: runtime.device=..., rollout.threads=..., "
                            "cluster.tls.*=...");
+  a.rank_cmd = app.add_subcommand(
+      "trainer-rank",
+      "one data-parallel trainer rank (train starts its local ranks itself; docs/scaling.md)");
+  a.rank_cmd->add_option("--config,-c", a.rank.config, "the run's config (<run_dir>/dp_config.yaml)")
+      ->required();
+  a.rank_cmd->add_option("--rank", a.rank.rank, "this rank: 1 .. trainer.data_parallel - 1")
+      ->required();
+  a.rank_cmd->add_option("--join", a.rank.join, "HOST:PORT of the rendezvous (<run_dir>/dp.json)")
+      ->required();
+  a.rank_cmd->add_option("overrides", a.rank.overrides, "dotted key=value overrides");
   a.repl_cmd = app.add_subcommand(
       "repl", "the console: watch and steer a live run (attach to one, or start one)");
   a.repl_cmd->add_option("--attach", a.repl.attach,
@@ -258,6 +271,7 @@ int dispatch(const cli_args& a) {
   if (a.simulate_cmd->parsed()) return run_simulate_command(*a.simulate.load(), a.per_step);
   if (a.train_cmd->parsed()) return run_train(a);
   if (a.worker_cmd->parsed()) return run_worker_command(a.worker);
+  if (a.rank_cmd->parsed()) return run_trainer_rank_command(a.rank);
   if (a.repl_cmd->parsed()) return run_repl_command(a.repl);
   if (a.chaos_cmd->parsed())
     return run_chaos_command(

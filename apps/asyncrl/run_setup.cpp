@@ -1,5 +1,6 @@
 #include "apps/asyncrl/run_setup.hpp"
 
+#include <spdlog/spdlog.h>
 #include <ATen/Parallel.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
@@ -33,6 +34,7 @@ run_start start_run(const loaded_config& lc) {
   // The roles' own devices, before any work (an explicit key only: empty is runtime.device).
   if (!cfg.trainer.device.empty()) check_device(cfg.trainer.device, "trainer.device");
   if (!cfg.rollout.device.empty()) check_device(cfg.rollout.device, "rollout.device");
+  check_placement(cfg);
   r.data = load_task_data(cfg.data, cfg.reward.function != reward_function::external);
   write_task_data(r.data, (std::filesystem::path(r.dir) / "data").string());
   return r;
@@ -210,6 +212,40 @@ model_bundle load_fitting_policy(const run_config& cfg, c10::Device device, int6
       throw;
     model_did_not_fit(cfg, mc, what.substr(0, what.find('\n')));
   }
+}
+
+void check_placement(const run_config& cfg) {
+  const auto& tr = cfg.trainer;
+  const auto& ro = cfg.rollout;
+  for (size_t i = 0; i < tr.devices.size(); ++i)
+    check_device(tr.devices[i], "trainer.devices[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < ro.devices.size(); ++i)
+    check_device(ro.devices[i], "rollout.devices[" + std::to_string(i) + "]");
+  const int64_t ranks = data_parallel_ranks(tr);
+  auto rank_device = [&](int64_t r) {
+    return tr.devices.empty() ? trainer_device(tr, cfg.runtime) : tr.devices[r];
+  };
+  auto worker_device = [&](int64_t w) {
+    return ro.devices.empty() ? rollout_device(ro, cfg.runtime) : ro.devices[w % ro.devices.size()];
+  };
+  std::string ranks_text, workers_text, shared;
+  for (int64_t r = 0; r < ranks; ++r)
+    ranks_text += (r ? ", " : "") + rank_device(r);
+  for (int64_t w = 0; w < ro.num_workers; ++w)
+    workers_text += (w ? ", " : "") + worker_device(w);
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::string on;
+    for (int64_t w = 0; w < ro.num_workers; ++w)
+      if (worker_device(w) == rank_device(r)) on += (on.empty() ? "" : ", ") + std::to_string(w);
+    if (!on.empty())
+      shared += (shared.empty() ? "" : "; ") + rank_device(r) + ": trainer rank " +
+                std::to_string(r) + " and rollouter(s) " + on;
+  }
+  // A CPU-only run of one rank shares the CPU as it always did: nothing to say.
+  if (ranks > 1 || !tr.devices.empty() || !ro.devices.empty() ||
+      (!shared.empty() && rank_device(0) != "cpu"))
+    spdlog::info("placement: trainer rank(s) on [{}], rollouter(s) on [{}]{}", ranks_text,
+                 workers_text, shared.empty() ? std::string() : "; colocated on " + shared);
 }
 
 void check_device(const std::string& device, const std::string& key) {

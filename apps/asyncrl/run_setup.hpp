@@ -71,4 +71,9 @@ model_bundle load_fitting_policy(const run_config& cfg, c10::Device device, int6
 /// throws std::runtime_error naming `key` with advice when CUDA is asked for but missing.
 void check_device(const std::string& device, const std::string& key = "runtime.device");
 
+/// Checks every device the trainer ranks and the local rollouters are placed on (a device that
+/// does not exist is refused, naming its key: "trainer.devices[1]"), and logs the placement,
+/// saying which devices the two roles share (colocated).
+void check_placement(const run_config& cfg);
+
 }  // namespace asyncrl

@@ -12,6 +12,7 @@
 #include "actors/env.hpp"
 #include "actors/run_checkpoint.hpp"
 #include "apps/asyncrl/cluster_setup.hpp"
+#include "apps/asyncrl/dp_session.hpp"
 #include "apps/asyncrl/reports.hpp"
 #include "apps/asyncrl/run_secret.hpp"
 #include "apps/asyncrl/run_setup.hpp"
@@ -89,6 +90,10 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
   ca.config_yaml = config_yaml;
   ca.show_progress = show_progress;
   if (from) ca.resume = std::move(from->run);
+  // trainer.data_parallel > 1: the other ranks start and join before any actor does; they end
+  // with this session, after the actor system (whose trainer drives them) is gone.
+  auto dp = dp_session::start(cfg, paths.run_dir, config_yaml);
+  if (dp) ca.data_parallel = dp->leader();
   run_result result;
   {
     caf::actor_system_config sys_cfg;

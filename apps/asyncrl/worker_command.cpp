@@ -34,7 +34,7 @@ namespace {
 const char* const kLocalKeys[] = {
     "cluster.tls.certificate", "cluster.tls.key", "cluster.tls.ca",    "cluster.request_timeout_ms",
     "runtime.device",          "rollout.device",  "runtime.log_level", "runtime.caf_threads",
-    "rollout.threads",         "model.path",      "runtime.affinity"};
+    "rollout.threads",         "model.path",      "runtime.affinity",  "rollout.devices"};
 
 void check_local(const std::vector<std::string>& overrides) {
   for (auto& o : overrides) {
@@ -62,8 +62,12 @@ std::set<std::string> keys_of(const std::vector<std::string>& overrides) {
 // device (rollout.device, else runtime.device), threads, CPU pinning and model directory.
 worker_setup with_local_settings(worker_setup s, const run_config& own,
                                  const std::set<std::string>& given) {
-  if (given.count("rollout.device") || given.count("runtime.device"))
+  // The run's rollout.devices name the controller's machine: this node uses its own.
+  if (given.count("rollout.device") || given.count("runtime.device") ||
+      given.count("rollout.devices")) {
     s.rollouter.device = rollout_device(own.rollout, own.runtime);
+    s.rollouter.devices = own.rollout.devices;
+  }
   if (given.count("rollout.threads")) s.node.rollout_threads = own.rollout.threads;
   if (given.count("runtime.affinity")) s.node.affinity = own.runtime.affinity;
   if (given.count("model.path")) s.model.path = own.model.path;

@@ -28,7 +28,19 @@ bool resume_may_change(const std::string& key) {
                                       "async_training.sync_retries",
                                       "rollout.num_workers",
                                       "runtime.run_dir",
-                                      "runtime.device"};
+                                      "runtime.device",
+                                      // W ranks take one rank's update (docs/scaling.md), and
+                                      // a checkpoint holds the whole optimizer state: a resume
+                                      // may use another placement or rank count.
+                                      "trainer.device",
+                                      "trainer.devices",
+                                      "trainer.data_parallel",
+                                      "trainer.shard_optimizer",
+                                      "trainer.remote_ranks",
+                                      "trainer.dist_listen",
+                                      "trainer.dist_timeout_s",
+                                      "rollout.device",
+                                      "rollout.devices"};
   for (auto* k : exact)
     if (key == k) return true;
   for (auto* prefix : {"checkpoint.", "supervision.", "faults.", "simulate."})

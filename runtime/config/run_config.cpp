@@ -120,6 +120,10 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
   s.add("rollout.device", &rollout.device,
         "torch device of the rollouters: cpu, cuda or cuda:N; empty = runtime.device",
         device_or_empty());
+  s.add("rollout.devices", &rollout.devices,
+        "the rollouters' devices, e.g. [cuda:1, cuda:2]: rollouter w runs on devices[w mod n]; "
+        "empty = rollout.device",
+        device_or_empty());
 }
 
 void bind_reward(config_schema& s, reward_section& reward) {
@@ -326,6 +330,29 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
   s.add("trainer.device", &tr.device,
         "torch device of the trainer: cpu, cuda or cuda:N; empty = runtime.device",
         device_or_empty());
+  s.add("trainer.devices", &tr.devices,
+        "one data-parallel rank per device, e.g. [cuda:0, cuda:1]; empty = every rank on "
+        "trainer.device",
+        device_or_empty());
+  s.add("trainer.data_parallel", &tr.data_parallel,
+        "data-parallel trainer ranks, each a process (docs/scaling.md); 0 = the length of "
+        "trainer.devices, else 1",
+        non_negative_int());
+  s.add("trainer.shard_optimizer", &tr.shard_optimizer,
+        "split the AdamW moments over the data-parallel ranks (ZeRO-1): each rank steps its "
+        "shard and the weights are all-gathered; the same update as unsharded");
+  s.add("trainer.remote_ranks", &tr.remote_ranks,
+        "of the data-parallel ranks, the last this many join from other machines with asyncrl "
+        "trainer-rank --join HOST:PORT instead of being started here",
+        non_negative_int());
+  s.add("trainer.dist_listen", &tr.dist_listen,
+        "host:port of the data-parallel rendezvous (rank 0's c10d TCPStore; port 0 = any free "
+        "port, written to <run_dir>/dp.json)",
+        [](const std::string& v) { return check_host_port(v); });
+  s.add("trainer.dist_timeout_s", &tr.dist_timeout_s,
+        "bound of the data-parallel rendezvous and of every collective: a rank that does not "
+        "answer within it fails the run",
+        positive());
 }
 
 void bind_runtime(config_schema& s, runtime_section& runtime) {
@@ -405,6 +432,9 @@ void bind_faults(config_schema& s, faults_section& f) {
         "the trainer throws right after this optimizer step (once per run)");
   every("faults.corrupt_checkpoint_at_step", &f.corrupt_checkpoint_at_step,
         "the checkpoint written after this step is damaged on disk");
+  every("faults.kill_trainer_rank_at_step", &f.kill_trainer_rank_at_step,
+        "the last data-parallel trainer rank kills itself (SIGKILL) when this step starts "
+        "(fresh runs only)");
 }
 
 void bind_cluster(config_schema& s, cluster_section& c) {
@@ -528,6 +558,24 @@ void cross_check(const loaded_config& lc) {
                                  : "cluster.tls.ca",
          "must be set: TLS needs cluster.tls.certificate, cluster.tls.key and cluster.tls.ca "
          "together (scripts/make-certs.sh makes a test set)");
+  const auto& tr = c.trainer;
+  const int64_t ranks = data_parallel_ranks(tr);
+  if (tr.data_parallel > 0 && !tr.devices.empty() &&
+      tr.data_parallel != static_cast<int64_t>(tr.devices.size()))
+    fail("trainer.data_parallel", "is " + std::to_string(tr.data_parallel) + " but trainer.devices names " +
+                                      std::to_string(tr.devices.size()) +
+                                      " devices: one rank per device (or leave one of them unset)");
+  if (tr.remote_ranks >= ranks && tr.remote_ranks > 0)
+    fail("trainer.remote_ranks", "must be below the data-parallel ranks (" +
+                                     std::to_string(ranks) + "): rank 0 runs here");
+  if (c.faults.kill_trainer_rank_at_step > 0 && ranks < 2)
+    fail("faults.kill_trainer_rank_at_step", "needs trainer.data_parallel >= 2");
+  if (ranks > 1 && !is_loopback_host(split_host_port(tr.dist_listen).first) &&
+      !c.cluster.allow_insecure)
+    fail("trainer.dist_listen",
+         "'" + tr.dist_listen +
+             "' is not a loopback address: c10d's traffic is not encrypted; set "
+             "cluster.allow_insecure=true on a network you trust (docs/scaling.md)");
   if (c.rollout.num_workers == 0 && c.cluster.listen == "off")
     fail("rollout.num_workers",
          "0 (remote rollouters only) needs cluster.listen: workers could never join");

@@ -145,6 +145,37 @@ void config_schema::add(const std::string& key, std::string* field, const std::s
   add_entry(key, std::move(e));
 }
 
+void config_schema::add(const std::string& key, std::vector<std::string>* field,
+                         const std::string& help, check_fn<std::string> item_check) {
+  entry e;
+  e.type_name = "list of strings";
+  e.help = help;
+  e.set = [=](const std::string& text, const std::string& where) {
+    auto t = trim(text);
+    if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+    std::vector<std::string> items;
+    std::stringstream ss(t);
+    for (std::string item; std::getline(ss, item, ',');) {
+      item = unquote(trim(item));
+      if (item.empty()) continue;
+      if (item_check) {
+        auto msg = item_check(item);
+        if (!msg.empty()) fail(where, key, msg + " (item '" + item + "')");
+      }
+      items.push_back(item);
+    }
+    *field = std::move(items);
+  };
+  e.get = [=] {
+    std::string out = "[";
+    for (size_t i = 0; i < field->size(); ++i)
+      out += (i ? ", " : "") + (*field)[i];
+    return out + "]";
+  };
+  e.items = [=] { return *field; };
+  add_entry(key, std::move(e));
+}
+
 void config_schema::add_named(const std::string& key, std::vector<std::string> names,
                               std::function<std::string()> get, std::function<void(size_t)> set,
                               const std::string& help) {
@@ -210,10 +241,7 @@ void walk(
       auto key = prefix.empty() ? name : prefix + "." + name;
       if (value.IsMap()) {
         walk(value, key, file, leaf);
-      } else if (value.IsSequence()) {
-        throw config_error(where(name_node) + ": key '" + key +
-                           "': lists are not supported here; give a single value");
-      } else {
+      } else {  // a scalar, or a sequence for a list key (the leaf checks which)
         leaf(key, value, where(name_node));
       }
     }
@@ -250,6 +278,17 @@ void config_schema::load_yaml_text(const std::string& text, const std::string& n
   }
   walk(root, "", name, [&](const std::string& key, const YAML::Node& v, const std::string& where) {
     auto& e = lookup(key, where);
+    if (v.IsSequence()) {
+      if (!e.items) fail(where, key, "lists are not supported here; give a single value");
+      std::string joined;
+      for (const auto& item : v) {
+        if (!item.IsScalar()) fail(where, key, "expected a list of plain values");
+        joined += (joined.empty() ? "" : ",") + item.Scalar();
+      }
+      e.set(joined, where);
+      e.origin.where = where;
+      return;
+    }
     std::string scalar = v.IsNull() ? "" : v.Scalar();
     if (v.IsNull() && e.type_name != "string")
       fail(where, key, "has no value; expected " + e.type_name);
@@ -329,7 +368,12 @@ std::string config_schema::dump_yaml() const {
       open.push_back(parts[i]);
     }
     out << YAML::Key << parts.back() << YAML::Value;
-    if (e.quoted)
+    if (e.items) {
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const auto& item : e.items())
+        out << YAML::DoubleQuoted << item;
+      out << YAML::EndSeq;
+    } else if (e.quoted)
       out << YAML::DoubleQuoted << e.get();
     else
       out << e.get();

@@ -40,6 +40,10 @@ class config_schema {
   void add(const std::string& key, bool* field, const std::string& help);
   void add(const std::string& key, std::string* field, const std::string& help,
            check_fn<std::string> check = {});
+  /// A list of strings: a YAML sequence (`[cuda:0, cuda:1]`), or on the command line
+  /// `key=[a,b]` or `key=a,b`; `[]` or an empty value is the empty list. Each item is checked.
+  void add(const std::string& key, std::vector<std::string>* field, const std::string& help,
+           check_fn<std::string> item_check = {});
   /// A string restricted to `choices`.
   void add_choice(const std::string& key, std::string* field, std::vector<std::string> choices,
                   const std::string& help);
@@ -86,6 +90,7 @@ class config_schema {
     std::function<void(const std::string& text, const std::string& where)> set;
     std::function<std::string()> get;
     bool quoted = false;
+    std::function<std::vector<std::string>()> items;  // set for lists: dumped as a sequence
     value_origin origin;
   };
   void add_entry(const std::string& key, entry e);

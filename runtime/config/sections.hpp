@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/common/cpu_affinity.hpp"
 #include "runtime/config/modes.hpp"
@@ -48,6 +49,7 @@ struct rollout_section {
   int64_t threads = 0;       // torch threads per rollout worker; 0 = by mode
   rollout_dtype dtype = rollout_dtype::float32;
   std::string device;  // cpu, cuda, cuda:N; empty = runtime.device
+  std::vector<std::string> devices;  // rollouter w on devices[w % n]; empty = rollout.device
 };
 
 /// reward.function=external: a scorer process or server (docs/reward-protocol.md).
@@ -112,7 +114,21 @@ struct trainer_section {
   int64_t total_steps = 20;
   int64_t threads = 0;  // torch threads of the trainer; 0 = by mode
   std::string device;   // cpu, cuda, cuda:N; empty = runtime.device
+  // Data parallel (docs/scaling.md).
+  std::vector<std::string> devices;  // one rank per device; empty = every rank on trainer.device
+  int64_t data_parallel = 0;         // ranks (processes); 0 = the length of devices, else 1
+  bool shard_optimizer = false;      // AdamW moments split over the ranks (ZeRO-1)
+  int64_t remote_ranks = 0;          // the last ranks join from elsewhere (asyncrl trainer-rank)
+  std::string dist_listen = "127.0.0.1:0";  // the ranks' rendezvous (rank 0's TCPStore)
+  double dist_timeout_s = 300;       // the rendezvous and every collective
 };
+
+/// trainer.data_parallel resolved: the explicit count, else the length of trainer.devices,
+/// else 1.
+inline int64_t data_parallel_ranks(const trainer_section& t) {
+  if (t.data_parallel > 0) return t.data_parallel;
+  return t.devices.empty() ? 1 : static_cast<int64_t>(t.devices.size());
+}
 
 struct runtime_section {
   int64_t seed = 1;
@@ -167,6 +183,7 @@ struct faults_section {
   int64_t slow_rollouter_ms = 0;           // rollouter 0 waits this long before each decode chunk
   int64_t crash_trainer_at_step = 0;       // the trainer throws after this step (once)
   int64_t corrupt_checkpoint_at_step = 0;  // the checkpoint of this step is damaged on disk
+  int64_t kill_trainer_rank_at_step = 0;   // the last data-parallel rank dies (SIGKILL) then
 };
 
 /// TLS for the cluster's connections: all three set, or none (docs/cluster.md).

@@ -31,16 +31,10 @@ bool fused_adamw_available() {
 #endif
 }
 
-step_outcome policy_optimizer::step(double lr, bool loss_finite) {
-  step_outcome out;
-  // Global L2 norm: each gradient's float64 square sum on its device, then one host read and
-  // the same left-to-right float64 sum as a loop over parameters (no read per parameter).
-  std::vector<torch::Tensor> sq, grads;
-  for (auto& p : params_)
-    if (p.grad().defined()) {
-      sq.push_back(p.grad().to(torch::kDouble).pow(2).sum());
-      grads.push_back(p.grad());
-    }
+double global_grad_norm(const std::vector<torch::Tensor>& grads) {
+  std::vector<torch::Tensor> sq;
+  for (auto& g : grads)
+    sq.push_back(g.to(torch::kDouble).pow(2).sum());
   double total = 0.0;
   if (!sq.empty()) {
     const auto host = torch::stack(sq).cpu();
@@ -48,7 +42,17 @@ step_outcome policy_optimizer::step(double lr, bool loss_finite) {
     for (int64_t i = 0; i < host.numel(); ++i)
       total += d[i];
   }
-  out.grad_norm = std::sqrt(total);
+  return std::sqrt(total);
+}
+
+step_outcome policy_optimizer::step(double lr, bool loss_finite, std::optional<double> known_norm) {
+  step_outcome out;
+  // Global L2 norm: each gradient's float64 square sum on its device, then one host read and
+  // the same left-to-right float64 sum as a loop over parameters (no read per parameter).
+  std::vector<torch::Tensor> grads;
+  for (auto& p : params_)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  out.grad_norm = known_norm ? *known_norm : global_grad_norm(grads);
   if (!loss_finite || !std::isfinite(out.grad_norm)) {
     if (!loss_finite && std::isfinite(out.grad_norm)) out.grad_norm = NAN;
     out.skipped = true;
@@ -115,6 +119,24 @@ void policy_optimizer::fused_step(double lr) {
   (void)lr;
   adam_->step();
 #endif
+}
+
+std::optional<adam_moments> policy_optimizer::moments(size_t i) const {
+  using state_map = std::decay_t<decltype(adam_->state())>;
+  auto it = adam_->state().find(compat::optimizer_state_key<state_map>(params_.at(i)));
+  if (it == adam_->state().end()) return std::nullopt;
+  const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+  return adam_moments{st.step(), st.exp_avg(), st.exp_avg_sq()};
+}
+
+void policy_optimizer::set_moments(size_t i, const adam_moments& m) {
+  using state_map = std::decay_t<decltype(adam_->state())>;
+  auto st = std::make_unique<torch::optim::AdamWParamState>();
+  st->step(m.step);
+  st->exp_avg(m.exp_avg);
+  st->exp_avg_sq(m.exp_avg_sq);
+  adam_->state()[compat::optimizer_state_key<state_map>(params_.at(i))] = std::move(st);
+  fused_steps_.clear();  // rebuilt from the step counts
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <torch/serialize/archive.h>
 
 #include <memory>
+#include <optional>
 
 namespace asyncrl {
 
@@ -33,6 +34,17 @@ struct step_outcome {
   bool skipped = false;    // non-finite loss or gradients: nothing was changed
 };
 
+/// The global L2 norm of `grads`: each tensor's float64 square sum, added left to right in
+/// float64 on the host (one host read). Every rank of a data-parallel group computes it over the
+/// same reduced gradients, so they all get the same bits.
+double global_grad_norm(const std::vector<torch::Tensor>& grads);
+
+/// One parameter's AdamW state: its step count and moments (the parameter's shape and dtype).
+struct adam_moments {
+  int64_t step = 0;
+  torch::Tensor exp_avg, exp_avg_sq;
+};
+
 class policy_optimizer {
  public:
   policy_optimizer(std::vector<torch::Tensor> params, optimizer_options opt);
@@ -41,9 +53,19 @@ class policy_optimizer {
   /// Sets the learning rate, then: if `loss_finite` is false or any gradient is not finite,
   /// zeroes the gradients and returns skipped (weights and Adam state untouched); else clips
   /// to grad_clip and takes an AdamW step.
-  step_outcome step(double lr, bool loss_finite = true);
+  /// `known_norm`: the global gradient norm computed elsewhere (a sharded optimizer holds only
+  /// its shard's gradients; the norm that clips them is the whole model's).
+  step_outcome step(double lr, bool loss_finite = true,
+                    std::optional<double> known_norm = std::nullopt);
   int64_t skipped_steps() const { return skipped_; }
   int64_t steps() const { return steps_; }
+  /// The counters a sharded optimizer restores from a gathered state.
+  void set_counters(int64_t steps, int64_t skipped) { steps_ = steps, skipped_ = skipped; }
+
+  /// Parameter i's state, or nothing before its first step.
+  std::optional<adam_moments> moments(size_t i) const;
+  /// Replaces parameter i's state (shapes and dtypes as the parameter's; not checked here).
+  void set_moments(size_t i, const adam_moments& m);
 
   /// AdamW's state (moments and per-parameter step counts, bitwise) and the step and skip
   /// counters, for checkpoints. The options (lr, betas...) are not saved: they come from the

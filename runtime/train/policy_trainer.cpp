@@ -5,8 +5,11 @@
 #include <limits>
 #include <stdexcept>
 
+#include "runtime/dist/dist_group.hpp"
 #include "runtime/model/logprobs.hpp"
+#include "runtime/train/dp_commands.hpp"
 #include "runtime/train/packing.hpp"
+#include "runtime/train/sharded_optimizer.hpp"
 
 namespace asyncrl {
 
@@ -54,7 +57,115 @@ void add_compensated(at::Tensor& hi, at::Tensor& lo, const at::Tensor& x) {
   hi.copy_(s);
 }
 
+optimizer_options optimizer_options_of(const policy_trainer_params& p) {
+  optimizer_options oo;
+  oo.lr = p.lr;
+  oo.weight_decay = p.weight_decay;
+  oo.beta1 = p.beta1;
+  oo.beta2 = p.beta2;
+  oo.grad_clip = p.grad_clip;
+  return oo;
+}
+
 }  // namespace
+
+policy_trainer::~policy_trainer() = default;
+
+void policy_trainer::join_data_parallel(dist_group& group, bool shard_optimizer) {
+  if (micro_batches_ > 0)
+    throw std::logic_error("join_data_parallel: micro-batches are already accumulated");
+  dp_ = &group;
+  {
+    // Every rank starts from rank 0's weights, whatever seed built its model.
+    at::NoGradGuard ng;
+    std::vector<at::Tensor> weights;
+    for (const auto* m : {&policy_, &old_, &ref_})
+      for (auto& p : (*m)->parameters())
+        weights.push_back(p.detach());
+    group.broadcast(weights, 0);
+  }
+  if (shard_optimizer) {
+    sharded_ = std::make_unique<sharded_optimizer>(policy_->parameters(), optimizer_options_of(p_),
+                                                   group);
+    optimizer_.reset();
+  }
+}
+
+int64_t policy_trainer::skipped_steps() const {
+  return sharded_ ? sharded_->skipped_steps() : optimizer_->skipped_steps();
+}
+
+int64_t policy_trainer::optimizer_state_bytes() const {
+  if (sharded_) return sharded_->state_bytes();
+  int64_t bytes = 0;
+  const auto n = policy_->parameters().size();
+  for (size_t i = 0; i < n; ++i)
+    if (auto st = optimizer_->moments(i))
+      bytes += static_cast<int64_t>(st->exp_avg.nbytes() + st->exp_avg_sq.nbytes());
+  return bytes;
+}
+
+void policy_trainer::zero_grad() {
+  if (sharded_)
+    sharded_->zero_grad();
+  else
+    optimizer_->zero_grad();
+}
+
+void policy_trainer::reduce_across_ranks() {
+  at::NoGradGuard ng;
+  // The gradient sums: the float64 accumulators (deterministic mode), else .grad. Summing the
+  // ranks' float64 partial sums differs from one rank's sum of the same micro-batches only in
+  // float64 rounding, which the cast to float32 at the step almost always hides.
+  if (first_in_grad_ && !grad64_.empty()) move_grads_to_accumulators();
+  auto params = policy_->parameters();
+  std::vector<at::Tensor> sums;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!grad64_.empty()) {
+      if (!grad64_lo_.empty()) {
+        grad64_[i].add_(grad64_lo_[i]);
+        grad64_lo_[i].zero_();
+      }
+      sums.push_back(grad64_[i]);
+    } else {
+      auto& g = params[i].mutable_grad();
+      if (!g.defined()) g = at::zeros_like(params[i]);  // a rank without micro-batches
+      sums.push_back(g);
+    }
+  }
+  dp_->allreduce(sums, reduce_kind::sum);
+
+  // The mini-batch's sums and extremes, on the host: (18,) summed and (5,) maxed.
+  const double inf = std::numeric_limits<double>::infinity();
+  auto host = [](const at::Tensor& t) { return t.detach().to(at::kCPU, at::kDouble).reshape({-1}); };
+  auto st = stat_sums_.defined() ? host(stat_sums_)
+                                 : at::tensor(std::vector<double>{0, 0, 0, 0, 0, inf, -inf, 0});
+  auto mm = mismatch_sums_.defined() ? host(mismatch_sums_) : at::zeros({4}, at::kDouble);
+  auto one = [&](const at::Tensor& t) { return t.defined() ? host(t)[0].item<double>() : 0.0; };
+  const auto* s = st.data_ptr<double>();
+  const auto* m = mm.data_ptr<double>();
+  std::vector<double> sum{one(loss_dev_), one(entropy_dev_), s[0], s[1], s[2], s[3], s[4], s[7],
+                          double(tokens_), double(samples_), double(processed_), double(real_),
+                          double(micro_batches_), m[0], m[2], m[3]};
+  std::vector<double> max{-s[5], s[6], double(staleness_max_), m[1], prox_ms_};
+  std::vector<at::Tensor> sums_t{at::tensor(sum)}, max_t{at::tensor(max)};
+  dp_->allreduce(sums_t, reduce_kind::sum);
+  dp_->allreduce(max_t, reduce_kind::max);
+  const auto* S = sums_t[0].data_ptr<double>();
+  const auto* X = max_t[0].data_ptr<double>();
+  loss_dev_ = at::tensor(S[0]);
+  entropy_dev_ = at::tensor(S[1]);
+  stat_sums_ = at::tensor(std::vector<double>{S[2], S[3], S[4], S[5], S[6], -X[0], X[1], S[7]});
+  tokens_ = static_cast<int64_t>(S[8]);
+  samples_ = static_cast<int64_t>(S[9]);
+  processed_ = static_cast<int64_t>(S[10]);
+  real_ = static_cast<int64_t>(S[11]);
+  micro_batches_ = static_cast<int64_t>(S[12]);
+  mismatch_sums_ = S[15] > 0 ? at::tensor(std::vector<double>{S[13], X[3], S[14], S[15]})
+                             : at::Tensor();
+  staleness_max_ = static_cast<int64_t>(X[2]);
+  prox_ms_ = X[4];
+}
 
 policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
     : policy_(std::move(policy)), p_(std::move(params)) {
@@ -73,13 +184,7 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
   loss_cfg_.imp_weight_cap = p_.imp_weight_cap;
   loss_cfg_.agg = p_.loss_agg;
   loss_cfg_.host_stats = false;
-  optimizer_options oo;
-  oo.lr = p_.lr;
-  oo.weight_decay = p_.weight_decay;
-  oo.beta1 = p_.beta1;
-  oo.beta2 = p_.beta2;
-  oo.grad_clip = p_.grad_clip;
-  optimizer_ = std::make_unique<policy_optimizer>(policy_->parameters(), oo);
+  optimizer_ = std::make_unique<policy_optimizer>(policy_->parameters(), optimizer_options_of(p_));
   schedule_ = lr_schedule{p_.lr_schedule, p_.lr, p_.warmup_steps, p_.total_steps, p_.min_lr_ratio};
   if (p_.deterministic_accumulation)
     for (auto& p : policy_->parameters()) {
@@ -90,6 +195,7 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
 }
 
 void policy_trainer::begin_batch() {
+  if (cmds_) cmds_->begin_batch();
   at::NoGradGuard ng;
   auto from = policy_->ordered_parameters();
   auto to = old_->ordered_parameters();
@@ -112,6 +218,7 @@ at::Tensor policy_trainer::response_logprobs(CausalLMImpl& model,
 }
 
 void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) {
+  if (cmds_ && cmds_->route(micro) != 0) return;  // another rank accumulates it
   auto device = policy_->parameters().front().device();
   auto b = pack_samples(micro, p_.shared_prompt_attention, device, p_.padding_free);
   const auto N = b.targets.size(0);
@@ -260,12 +367,24 @@ std::vector<at::Tensor> policy_trainer::pending_gradient() const {
 }
 
 void policy_trainer::set_lr(double lr) {
+  if (cmds_) cmds_->set_lr(lr);
   p_.lr = lr;
   schedule_ = lr_schedule{p_.lr_schedule, p_.lr, p_.warmup_steps, p_.total_steps, p_.min_lr_ratio};
 }
 
 update_stats policy_trainer::step() {
+  if (!cmds_) return step_here();
+  cmds_->step();
+  try {
+    return step_here();
+  } catch (const dist_error& e) {
+    throw dist_error(e.what() + cmds_->diagnosis());  // which rank is gone, when known
+  }
+}
+
+update_stats policy_trainer::step_here() {
   update_stats u;
+  if (dp_) reduce_across_ranks();  // every rank now holds the whole mini-batch's sums
   const double norm =
       p_.loss_agg == loss_aggregation::token_mean ? double(tokens_) : double(samples_);
   if (norm <= 0) throw std::invalid_argument("optimizer step with no accumulated tokens");
@@ -301,10 +420,11 @@ update_stats policy_trainer::step() {
   read_minibatch_sums();
   u.loss = loss_sum_ / norm;
   u.lr = schedule_.at(steps_taken_);
-  auto outcome = optimizer_->step(u.lr, std::isfinite(u.loss));
+  auto outcome = sharded_ ? sharded_->step(u.lr, std::isfinite(u.loss))
+                          : optimizer_->step(u.lr, std::isfinite(u.loss));
   // The next mini-batch accumulates from zero: backward() adds into .grad, which still holds
   // this step's normalised gradient (the optimizer only clears it on a skipped step).
-  optimizer_->zero_grad();
+  zero_grad();
   ++steps_taken_;
   if (!outcome.skipped) ++version_;
   u.grad_norm = outcome.grad_norm;

@@ -23,6 +23,9 @@
 namespace asyncrl {
 
 struct packed_batch;
+class dist_group;
+class sharded_optimizer;
+class dp_commands;
 
 class policy_trainer {
  public:
@@ -30,6 +33,22 @@ class policy_trainer {
   /// it stays float32 and computes in bf16) and copies it into the old and reference models
   /// (frozen).
   policy_trainer(CausalLM policy, policy_trainer_params params);
+  ~policy_trainer();
+
+  /// Makes this trainer one rank of a data-parallel group (docs/scaling.md): rank 0's weights
+  /// (policy, old, reference) are broadcast to every rank, and each step() sums the ranks'
+  /// gradients and mini-batch counts before it normalises, so W ranks that each accumulate
+  /// their share of a step's micro-batches take the update one trainer would take on all of
+  /// them. With `shard_optimizer` the AdamW state is split over the ranks
+  /// (sharded_optimizer.hpp). Call before the first accumulate(); `group` must outlive this
+  /// trainer. Collective: every rank calls it, and then step(), save_state() together.
+  void join_data_parallel(dist_group& group, bool shard_optimizer);
+  /// Rank 0 of a multi-process group: every call below that the other ranks must replay is
+  /// posted to them first, and each micro-batch goes to the rank `cmds` routes it to (dp_leader).
+  /// `cmds` must outlive this trainer; null detaches.
+  void set_commands(dp_commands* cmds) { cmds_ = cmds; }
+  /// Bytes of AdamW moments this rank holds (a sharded optimizer's shard, or the whole model's).
+  int64_t optimizer_state_bytes() const;
 
   /// old <- policy: call when a new batch of rollouts starts (the weights the rollouters get).
   /// The old model then holds this version's weights (the rollout mismatch metrics use it).
@@ -70,7 +89,7 @@ class policy_trainer {
   /// Successful optimizer steps so far: the version of the current policy weights.
   int64_t version() const { return version_; }
   void set_version(int64_t v) { version_ = v; }
-  int64_t skipped_steps() const { return optimizer_->skipped_steps(); }
+  int64_t skipped_steps() const;
   CausalLM policy() const { return policy_; }
   CausalLM old_policy() const { return old_; }
   CausalLM reference() const { return ref_; }
@@ -87,7 +106,14 @@ class policy_trainer {
   CausalLM policy_{nullptr}, old_{nullptr}, ref_{nullptr};
   policy_trainer_params p_;
   rl::loss_config loss_cfg_;
-  std::unique_ptr<policy_optimizer> optimizer_;
+  std::unique_ptr<policy_optimizer> optimizer_;  // null when sharded_ steps instead
+  std::unique_ptr<sharded_optimizer> sharded_;
+  dist_group* dp_ = nullptr;  // the data-parallel group, if this trainer is one of its ranks
+  dp_commands* cmds_ = nullptr;  // rank 0 of a multi-process group: the other ranks' commands
+  update_stats step_here();
+  // Data parallel: sums the ranks' gradient sums and mini-batch counts (a collective).
+  void reduce_across_ranks();
+  void zero_grad();
   lr_schedule schedule_;
   // The raw gradient sum of parameter i so far (float64), from the accumulators below.
   at::Tensor accumulated(size_t i) const;

@@ -16,7 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/train/dp_commands.hpp"
 #include "runtime/train/policy_trainer.hpp"
+#include "runtime/train/sharded_optimizer.hpp"
 
 namespace asyncrl {
 
@@ -120,6 +122,7 @@ std::string policy_trainer::save_state() const {
   if (tokens_ != 0 || samples_ != 0)
     throw std::logic_error("policy_trainer::save_state: " + std::to_string(samples_) +
                            " samples are accumulated but not stepped; save between steps");
+  if (cmds_ && sharded_) cmds_->save();  // the other ranks join the gather below
   OutputArchive ar;
   ar.write("format", c10::IValue(kTrainerStateFormat));
   ar.write("steps_taken", c10::IValue(steps_taken_));
@@ -128,7 +131,10 @@ std::string policy_trainer::save_state() const {
   save_model(ar, "old", old_);
   save_model(ar, "reference", ref_);
   OutputArchive opt(ar.compilation_unit());
-  optimizer_->save(opt);
+  if (sharded_)
+    sharded_->save(opt);  // collective: gathers every rank's shard
+  else
+    optimizer_->save(opt);
   ar.write("optimizer", opt);
   std::ostringstream out;
   ar.save_to(out);
@@ -136,6 +142,10 @@ std::string policy_trainer::save_state() const {
 }
 
 void policy_trainer::load_state(const std::string& bytes) {
+  if (cmds_) {
+    std::string copy = bytes;  // broadcast needs a mutable buffer
+    cmds_->load(copy);         // the other ranks load the same bytes
+  }
   try {
     std::istringstream in(bytes);
     InputArchive ar;
@@ -155,7 +165,10 @@ void policy_trainer::load_state(const std::string& bytes) {
     check_model("reference", ref, ref_);
     InputArchive opt;
     ar.read("optimizer", opt);
-    optimizer_->load(opt);  // checks before it replaces: the last step that can throw
+    if (sharded_)
+      sharded_->load(opt);  // keeps this rank's shard of the whole state
+    else
+      optimizer_->load(opt);  // checks before it replaces: the last step that can throw
 
     copy_into(policy, policy_);
     copy_into(old, old_);
@@ -171,12 +184,13 @@ void policy_trainer::load_state(const std::string& bytes) {
 }
 
 void policy_trainer::discard_pending() {
+  if (cmds_) cmds_->discard();
   at::NoGradGuard ng;
   for (auto& g : grad64_)
     g.zero_();
   for (auto& g : grad64_lo_)
     g.zero_();
-  optimizer_->zero_grad();
+  zero_grad();
   first_in_grad_ = false;
   clear_minibatch_sums();
 }

@@ -1,0 +1,222 @@
+#include "runtime/dist/dist_group.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <thread>
+
+namespace asyncrl {
+
+struct dist_group::impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  std::chrono::milliseconds timeout{0};
+};
+
+namespace {
+
+// c10::Error's what() carries a C++ backtrace; the message alone is what a user needs.
+template <class F>
+auto guarded(const std::string& what, int rank, int world, F&& f) -> decltype(f()) {
+  const auto where = "data-parallel rank " + std::to_string(rank) + " of " +
+                     std::to_string(world) + ": " + what + " failed: ";
+  try {
+    return f();
+  } catch (const dist_error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw dist_error(where + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw dist_error(where + e.what());
+  }
+}
+
+std::string joined_key(const std::string& prefix, int r) {
+  return prefix + "/joined/" + std::to_string(r);
+}
+
+bool loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
+
+}  // namespace
+
+dist_group::dist_group(std::unique_ptr<impl> p, int rank, int world, int port)
+    : impl_(std::move(p)), rank_(rank), world_(world), port_(port) {}
+
+dist_group::~dist_group() = default;
+
+std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
+                                                const std::function<void(int)>& on_listening) {
+  if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
+    throw std::invalid_argument("data-parallel group: rank " + std::to_string(o.rank) +
+                                " is not in [0, " + std::to_string(o.world) + ")");
+  if (o.rank != 0 && o.port <= 0)
+    throw std::invalid_argument("data-parallel group: rank " + std::to_string(o.rank) +
+                                " needs rank 0's port");
+  auto p = std::make_unique<impl>();
+  p->timeout = o.timeout;
+  const auto ms = std::to_string(o.timeout.count());
+  guarded("joining the store at " + o.host + ":" + std::to_string(o.port), o.rank, o.world, [&] {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(o.port);
+    so.isServer = o.rank == 0;
+    so.waitWorkers = false;  // we wait for named ranks below, to say which are missing
+    so.timeout = o.timeout;
+    p->store = c10::make_intrusive<c10d::TCPStore>(o.host, so);
+  });
+  const int port = p->store->getPort();
+  if (o.rank == 0 && on_listening) on_listening(port);
+  guarded("the rendezvous", o.rank, o.world, [&] {
+    p->store->set(joined_key(o.prefix, o.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int r = 0; r < o.world; ++r)
+      keys.push_back(joined_key(o.prefix, r));
+    try {
+      p->store->wait(keys, o.timeout);
+    } catch (const std::exception&) {
+      std::string missing;
+      for (int r = 0; r < o.world; ++r)
+        if (!p->store->check({joined_key(o.prefix, r)}))
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      throw dist_error("data-parallel rank " + std::to_string(o.rank) + " of " +
+                       std::to_string(o.world) + ": rank(s) " + missing +
+                       " did not join the group at " + o.host + ":" + std::to_string(port) +
+                       " within " + ms + " ms");
+    }
+  });
+  guarded("forming the Gloo group", o.rank, o.world, [&] {
+    auto go = c10d::ProcessGroupGloo::Options::create(o.timeout);
+    go->devices.push_back(loopback(o.host)
+                              ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                              : c10d::ProcessGroupGloo::createDefaultDevice());
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(o.prefix + "/gloo", p->store);
+    p->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, o.rank, o.world, go);
+  });
+  return std::unique_ptr<dist_group>(new dist_group(std::move(p), o.rank, o.world, port));
+}
+
+void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
+                           int64_t bucket_bytes) {
+  guarded("allreduce", rank_, world_, [&] {
+    c10d::AllreduceOptions ao;
+    ao.reduceOp = op == reduce_kind::sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
+    ao.timeout = impl_->timeout;
+    // Buckets of consecutive tensors of one dtype: [first, last).
+    struct bucket {
+      size_t first, last;
+      at::Tensor flat;
+      c10::intrusive_ptr<c10d::Work> work;
+    };
+    std::vector<bucket> buckets;
+    for (size_t i = 0; i < tensors.size();) {
+      size_t j = i + 1;
+      int64_t bytes = tensors[i].nbytes();
+      while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
+             bytes + static_cast<int64_t>(tensors[j].nbytes()) <= bucket_bytes)
+        bytes += tensors[j++].nbytes();
+      buckets.push_back({i, j, {}, {}});
+      i = j;
+    }
+    for (auto& b : buckets) {
+      if (b.last - b.first == 1) {
+        b.flat = tensors[b.first];
+      } else {
+        std::vector<at::Tensor> parts;
+        for (size_t k = b.first; k < b.last; ++k)
+          parts.push_back(tensors[k].reshape({-1}));
+        b.flat = at::cat(parts);
+      }
+      std::vector<at::Tensor> one{b.flat};
+      b.work = impl_->pg->allreduce(one, ao);
+    }
+    for (auto& b : buckets) {
+      b.work->wait();
+      if (b.last - b.first == 1) continue;
+      int64_t off = 0;
+      for (size_t k = b.first; k < b.last; ++k) {
+        const auto n = tensors[k].numel();
+        tensors[k].copy_(b.flat.narrow(0, off, n).view(tensors[k].sizes()));
+        off += n;
+      }
+    }
+  });
+}
+
+void dist_group::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  guarded("broadcast", rank_, world_, [&] {
+    c10d::BroadcastOptions bo;
+    bo.rootRank = root;
+    bo.timeout = impl_->timeout;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      works.push_back(impl_->pg->broadcast(one, bo));
+    }
+    for (auto& w : works)
+      w->wait();
+  });
+}
+
+std::vector<at::Tensor> dist_group::allgather(const at::Tensor& mine) {
+  return guarded("allgather", rank_, world_, [&] {
+    std::vector<at::Tensor> in{mine.contiguous()};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < world_; ++r)
+      out[0].push_back(at::empty_like(in[0]));
+    impl_->pg->allgather(out, in)->wait();
+    return out[0];
+  });
+}
+
+void dist_group::broadcast_bytes(std::string& bytes, int root) {
+  guarded("broadcast", rank_, world_, [&] {
+    c10d::BroadcastOptions bo;
+    bo.rootRank = root;
+    bo.timeout = impl_->timeout;
+    std::vector<at::Tensor> len{at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong)};
+    impl_->pg->broadcast(len, bo)->wait();
+    const auto n = len[0].item<int64_t>();
+    std::vector<at::Tensor> data{at::empty({std::max<int64_t>(n, 1)}, at::kByte)};
+    if (rank_ == root && n > 0) std::memcpy(data[0].data_ptr(), bytes.data(), n);
+    impl_->pg->broadcast(data, bo)->wait();
+    if (rank_ != root) bytes.assign(static_cast<const char*>(data[0].data_ptr()), n);
+  });
+}
+
+void dist_group::post(const std::string& key, const std::string& bytes) {
+  guarded("posting " + key, rank_, world_,
+          [&] { impl_->store->set(key, std::vector<uint8_t>(bytes.begin(), bytes.end())); });
+}
+
+std::optional<std::string> dist_group::fetch(const std::string& key,
+                                             std::chrono::milliseconds wait) {
+  return guarded("reading " + key, rank_, world_, [&]() -> std::optional<std::string> {
+    // Polled with check(), which answers at once: a store wait() that times out leaves its
+    // answer pending on the connection in libtorch 1.13, and the next request would read it.
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    auto pause = std::chrono::microseconds(200);
+    while (!impl_->store->check({key})) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+      pause = std::min(pause * 2, std::chrono::microseconds(5000));
+    }
+    const auto v = impl_->store->get(key);
+    return std::string(v.begin(), v.end());
+  });
+}
+
+void dist_group::erase(const std::string& key) {
+  guarded("erasing " + key, rank_, world_, [&] { impl_->store->deleteKey(key); });
+}
+
+void dist_group::barrier() {
+  guarded("barrier", rank_, world_, [&] { impl_->pg->barrier()->wait(); });
+}
+
+}  // namespace asyncrl

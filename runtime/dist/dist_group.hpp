@@ -1,0 +1,81 @@
+#pragma once
+
+// A data-parallel process group over PyTorch's c10d: a TCPStore at rank 0's host for the
+// rendezvous and a Gloo group for the collectives (CPU tensors). c10d is the data plane only;
+// who is in the run, versions and faults stay with CAF. Every operation is bounded by the
+// group's timeout: a rank that never joins, dies or stops answering turns into a dist_error
+// naming the operation, never a hang. After any error the group is dead (c10d cannot resume a
+// failed Gloo group): callers fail the run or rebuild every rank's group.
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace asyncrl {
+
+/// A collective or the rendezvous failed: a peer is missing, dead, or too slow.
+struct dist_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct dist_options {
+  std::string host = "127.0.0.1";  // rank 0's address: the TCPStore listens there
+  int port = 0;                    // 0 (rank 0 only): any free port, reported by on_listening
+  int rank = 0;
+  int world = 1;
+  std::chrono::milliseconds timeout{60000};  // the rendezvous and every collective
+  std::string prefix = "asyncrl";            // keys of this group in the store
+};
+
+enum class reduce_kind { sum, max };
+
+class dist_group {
+ public:
+  /// Joins the group: rank 0 starts the store (calling on_listening with its port before it
+  /// waits for the others), every rank registers, then the Gloo group forms. Throws dist_error
+  /// naming the ranks that did not join within the timeout.
+  static std::unique_ptr<dist_group> connect(const dist_options& o,
+                                             const std::function<void(int port)>& on_listening = {});
+  ~dist_group();
+  dist_group(const dist_group&) = delete;
+  dist_group& operator=(const dist_group&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  int port() const { return port_; }
+
+  /// In place over contiguous CPU tensors; tensors are grouped into flat buckets of at most
+  /// bucket_bytes (one tensor alone may exceed it), every bucket's reduction is issued before
+  /// the first is waited for, so they overlap one another.
+  void allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
+                 int64_t bucket_bytes = 25 << 20);
+  /// Every tensor from `root` into the same tensors of the other ranks (shapes must agree).
+  void broadcast(std::vector<at::Tensor>& tensors, int root);
+  /// Each rank's `mine` (1-D, the same length on every rank), in rank order.
+  std::vector<at::Tensor> allgather(const at::Tensor& mine);
+  void barrier();
+  /// `bytes` from `root` to every rank (resized on the others). Collective.
+  void broadcast_bytes(std::string& bytes, int root);
+
+  /// The rendezvous store as a small key-value channel (rank 0 holds it): commands from rank 0
+  /// to the others. fetch waits up to `wait` and returns nothing if the key is still absent;
+  /// it throws dist_error when the store is gone (rank 0's process ended).
+  void post(const std::string& key, const std::string& bytes);
+  std::optional<std::string> fetch(const std::string& key, std::chrono::milliseconds wait);
+  void erase(const std::string& key);
+
+ private:
+  struct impl;
+  dist_group(std::unique_ptr<impl> p, int rank, int world, int port);
+  std::unique_ptr<impl> impl_;
+  int rank_ = 0, world_ = 1, port_ = 0;
+};
+
+}  // namespace asyncrl

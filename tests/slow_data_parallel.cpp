@@ -1,0 +1,109 @@
+// `asyncrl train` with a data-parallel trainer (trainer.data_parallel, docs/scaling.md): rank 0
+// in the train process, the other ranks as `asyncrl trainer-rank` processes it starts, Gloo on
+// loopback. N ranks, sharded or not, must give the one-rank run's weights bit for bit
+// (params_sha256), Theorem 1 (periodic == sync) must hold with 2 ranks, a rank killed with
+// SIGKILL must fail the run naming it and leave no process behind, and `--resume` must then end
+// bitwise where the uninterrupted run ends. Labelled "slow".
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.hpp"
+
+namespace {
+
+const char* kTiny =
+    " model.init.hidden_size=32 model.init.intermediate_size=64 model.init.num_hidden_layers=2"
+    " data.train_size=200 data.test_size=16 data.train_batch_size=4 rollout.n=4"
+    " rollout.max_new_tokens=16 trainer.total_steps=4 trainer.micro_batch_size=4"
+    " trainer.ppo_mini_batch_size=4 runtime.log_level=warn runtime.eval_before=false"
+    " runtime.eval_after=false trainer.dist_timeout_s=60";
+
+struct run_out {
+  int status = -1;
+  std::string log;
+  nlohmann::json summary;
+};
+
+run_out train(const std::string& mode, const std::string& extra, const std::string& dir) {
+  const std::string cmd = std::string(ASYNCRL_CLI) + " train -c " + ASYNCRL_SOURCE_DIR +
+                          "/configs/" + mode + ".yaml" + kTiny + extra +
+                          " runtime.run_dir=" + dir + " 2>&1";
+  run_out r;
+  r.status = asyncrl::test::run_command(cmd, &r.log);
+  if (r.status == 0)
+    r.summary = nlohmann::json::parse(asyncrl::test::read_text(dir + "/summary.json"));
+  return r;
+}
+
+std::string sha(const run_out& r) { return r.summary.value("params_sha256", std::string()); }
+
+// Processes of `asyncrl trainer-rank` reading this run's config, still alive.
+int ranks_alive(const std::string& dir) {
+  std::string out;
+  // [k]: the pattern does not match the shell that runs pgrep.
+  asyncrl::test::run_command("pgrep -f 'trainer-ran[k] --config " + dir + "/' | wc -l", &out);
+  return std::stoi(out);
+}
+
+}  // namespace
+
+TEST(TrainDataParallel, RanksShardsAndModesGiveTheOneRankWeightsBitwise) {
+  asyncrl::test::temp_dir dir("dp_train");
+  const auto one = train("sync", "", dir.file("one"));
+  ASSERT_EQ(one.status, 0) << one.log;
+  ASSERT_EQ(sha(one).size(), 64u);
+  struct variant {
+    const char* mode;
+    const char* extra;
+  };
+  for (auto v : {variant{"sync", " trainer.data_parallel=2"},
+                 variant{"sync", " trainer.data_parallel=3"},
+                 variant{"sync", " trainer.data_parallel=2 trainer.shard_optimizer=true"},
+                 variant{"periodic", " trainer.data_parallel=2"}}) {
+    SCOPED_TRACE(std::string(v.mode) + v.extra);
+    const auto run_dir = dir.file(std::string(v.mode) + std::to_string(std::hash<std::string>{}(v.extra)));
+    const auto r = train(v.mode, v.extra, run_dir);
+    ASSERT_EQ(r.status, 0) << r.log;
+    // The one-rank weights: equal updates at every step (float64 gradient sums over ranks).
+    EXPECT_EQ(sha(r), sha(one)) << r.log;
+    EXPECT_EQ(r.summary["groups_trained"], one.summary["groups_trained"]);
+    EXPECT_EQ(ranks_alive(run_dir), 0);
+  }
+}
+
+TEST(TrainDataParallel, AKilledRankFailsTheRunNamingItAndResumeEndsBitwise) {
+  asyncrl::test::temp_dir dir("dp_kill");
+  const std::string dp = " trainer.data_parallel=2 checkpoint.every_steps=2";
+  const auto whole = train("sync", dp, dir.file("whole"));
+  ASSERT_EQ(whole.status, 0) << whole.log;
+
+  const auto run_dir = dir.file("killed");
+  const auto killed = train("sync", dp + " faults.kill_trainer_rank_at_step=3", run_dir);
+  ASSERT_EQ(killed.status, 1) << killed.log;
+  EXPECT_NE(killed.log.find("trainer rank 1 (pid"), std::string::npos) << killed.log;
+  EXPECT_NE(killed.log.find("was killed by signal 9"), std::string::npos) << killed.log;
+  EXPECT_EQ(ranks_alive(run_dir), 0);
+
+  std::string log;
+  ASSERT_EQ(asyncrl::test::run_command(std::string(ASYNCRL_CLI) + " train --resume " + run_dir +
+                                           " 2>&1",
+                                       &log),
+            0)
+      << log;
+  const auto resumed =
+      nlohmann::json::parse(asyncrl::test::read_text(run_dir + "/summary.json"));
+  EXPECT_EQ(resumed["params_sha256"], whole.summary["params_sha256"]) << log;
+  EXPECT_EQ(ranks_alive(run_dir), 0);
+}
+
+TEST(TrainDataParallel, ARankThatNeverJoinsIsAClearErrorWithinTheTimeout) {
+  asyncrl::test::temp_dir dir("dp_absent");
+  // Rank 1 is "remote" and nobody starts it.
+  const auto r = train("sync", " trainer.data_parallel=2 trainer.remote_ranks=1 trainer.dist_timeout_s=3",
+                       dir.file("run"));
+  EXPECT_EQ(r.status, 1) << r.log;
+  EXPECT_NE(r.log.find("rank(s) 1 did not join the group"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find("within 3000 ms"), std::string::npos) << r.log;
+}

@@ -1,0 +1,365 @@
+// The data-parallel trainer (docs/scaling.md): W ranks, each a policy_trainer joined to a Gloo
+// group on loopback (threads here; processes in tests/dp/), accumulating their token-balanced
+// share of each step's micro-batches, must take the update one trainer takes on all of them:
+// the same weights bit for bit (the ranks sum float64 gradient sums; a float64 rounding
+// difference could in principle flip a float32 rounding, which these fixed seeds never hit),
+// with the optimizer state sharded or not, across a checkpoint written by W ranks and read by
+// another number. A rank that never joins, or leaves mid-step, is a dist_error, not a hang.
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "runtime/config/run_config.hpp"
+#include "runtime/dist/dist_group.hpp"
+#include "runtime/model/model.hpp"
+#include "runtime/train/dp_split.hpp"
+#include "runtime/train/policy_trainer.hpp"
+#include "runtime/train/sample_codec.hpp"
+#include "runtime/train/shard_layout.hpp"
+#include "tests/tiny_model.hpp"
+#include "tests/trainer_samples.hpp"
+
+using namespace asyncrl;
+
+namespace {
+
+constexpr int kGroups = 6, kGroupSize = 4;
+
+policy_trainer_params settings() {
+  policy_trainer_params p;
+  p.loss = loss_kind::grpo;
+  p.kl_coef = 0.05;
+  p.lr = 1e-2;  // large enough that every step moves every weight
+  p.weight_decay = 0.01;
+  p.grad_clip = 0.5;  // below the norms here: the global-norm clip is exercised
+  p.deterministic_accumulation = true;
+  return p;
+}
+
+// Rank r's model starts from another seed: join_data_parallel must replace it by rank 0's.
+CausalLM model_for(int rank) {
+  return init_causal_lm(test::tiny_model_config(), 0.3, 11 + static_cast<uint64_t>(rank),
+                        torch::kCPU);
+}
+
+// Step s's batch: kGroups prompts x kGroupSize responses, one micro-batch per group.
+std::vector<scored_sample> batch(int s) {
+  test::sample_draw d;
+  d.groups = kGroups, d.group_size = kGroupSize, d.prompt_max = 6;
+  d.response_min = 1, d.response_max = 11;  // uneven groups: the split balances tokens
+  return test::random_samples(d, 1000 + static_cast<uint64_t>(s));
+}
+
+// Steps [first, first + n) on this rank's share.
+std::vector<update_stats> train(policy_trainer& pt, int rank, int world, int first, int n) {
+  std::vector<update_stats> out;
+  for (int s = first; s < first + n; ++s) {
+    const auto samples = batch(s);
+    std::vector<int64_t> tokens(kGroups, 0);
+    for (const auto& x : samples)
+      tokens[x.group_id] += static_cast<int64_t>(x.response.size());
+    const auto owner = assign_by_tokens(tokens, world);
+    pt.begin_batch();
+    for (int g = 0; g < kGroups; ++g) {
+      if (owner[g] != rank) continue;
+      std::vector<const scored_sample*> mb;
+      for (const auto& x : samples)
+        if (static_cast<int>(x.group_id) == g) mb.push_back(&x);
+      pt.accumulate(mb);
+    }
+    out.push_back(pt.step());
+  }
+  return out;
+}
+
+struct rank_out {
+  std::vector<at::Tensor> params;
+  std::vector<update_stats> stats;
+  int64_t state_bytes = 0;
+  std::string state;  // save_state() after the steps, when asked
+  std::string error;
+};
+
+std::vector<at::Tensor> params_of(const policy_trainer& pt) {
+  std::vector<at::Tensor> v;
+  for (auto& p : pt.policy()->parameters())
+    v.push_back(p.detach().clone());
+  return v;
+}
+
+struct run_spec {
+  int world = 1;
+  bool shard = false;
+  int steps = 3;
+  std::string resume;  // a saved state to load before step `first`
+  int first = 0;
+  bool save = false;
+};
+
+// One trainer per rank, each on its own thread and Gloo group (world > 1), or one plain trainer.
+std::vector<rank_out> run(const run_spec& spec) {
+  std::vector<rank_out> out(spec.world);
+  auto body = [&](int r, dist_group* g) {
+    try {
+      policy_trainer pt(model_for(r), settings());
+      if (g) pt.join_data_parallel(*g, spec.shard);
+      if (!spec.resume.empty()) pt.load_state(spec.resume);
+      out[r].stats = train(pt, r, spec.world, spec.first, spec.steps);
+      out[r].params = params_of(pt);
+      out[r].state_bytes = pt.optimizer_state_bytes();
+      if (spec.save) out[r].state = pt.save_state();
+    } catch (const std::exception& e) {
+      out[r].error = e.what();
+    }
+  };
+  if (spec.world == 1) {
+    body(0, nullptr);
+    return out;
+  }
+  std::promise<int> port;
+  auto port_f = port.get_future().share();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < spec.world; ++r)
+    threads.emplace_back([&, r] {
+      dist_options o;
+      o.rank = r, o.world = spec.world, o.timeout = std::chrono::milliseconds(20000);
+      std::unique_ptr<dist_group> g;
+      try {
+        if (r == 0) {
+          g = dist_group::connect(o, [&](int p) { port.set_value(p); });
+        } else {
+          o.port = port_f.get();
+          g = dist_group::connect(o);
+        }
+      } catch (const std::exception& e) {
+        if (r == 0) port.set_value(-1);
+        out[r].error = e.what();
+        return;
+      }
+      body(r, g.get());
+    });
+  for (auto& t : threads)
+    t.join();
+  return out;
+}
+
+// Elements of a that are not bit for bit those of b.
+int64_t differing(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  int64_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    n += a[i].ne(b[i]).sum().item<int64_t>();
+  return n;
+}
+
+void expect_same_run(const std::vector<rank_out>& ranks, const rank_out& one) {
+  ASSERT_TRUE(one.error.empty()) << one.error;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ASSERT_TRUE(ranks[r].error.empty()) << "rank " << r << ": " << ranks[r].error;
+    EXPECT_EQ(differing(ranks[r].params, one.params), 0) << "rank " << r;
+    ASSERT_EQ(ranks[r].stats.size(), one.stats.size());
+    for (size_t s = 0; s < one.stats.size(); ++s) {
+      const auto &a = ranks[r].stats[s], &b = one.stats[s];
+      EXPECT_EQ(a.tokens_trained, b.tokens_trained);
+      EXPECT_EQ(a.samples_trained, b.samples_trained);
+      EXPECT_EQ(a.micro_batches, b.micro_batches);
+      // float64 sums in another order: rounding only.
+      EXPECT_NEAR(a.loss, b.loss, 1e-12 * std::max(1.0, std::abs(b.loss)));
+      EXPECT_NEAR(a.kl, b.kl, 1e-12);
+      EXPECT_NEAR(a.entropy, b.entropy, 1e-12 * std::max(1.0, b.entropy));
+      EXPECT_EQ(a.grad_norm, b.grad_norm) << "step " << s;  // from the same reduced gradient
+      EXPECT_EQ(a.clip_frac, b.clip_frac);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(DataParallelSplit, BalancesTokensLargestFirst) {
+  // 9, 7, 5, 4, 3 over 2 ranks: 9 -> 0, 7 -> 1, 5 -> 1 (7 < 9), 4 -> 0 (9 < 12), 3 -> 1 (12 < 13).
+  EXPECT_EQ(assign_by_tokens({5, 9, 3, 7, 4}, 2), (std::vector<int>{1, 0, 1, 1, 0}));
+  // Ties go to the lower index and the lower rank.
+  EXPECT_EQ(assign_by_tokens({4, 4, 4}, 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(assign_by_tokens({}, 2), std::vector<int>{});
+  EXPECT_EQ(assign_by_tokens({1, 2}, 1), (std::vector<int>{0, 0}));
+}
+
+TEST(ShardLayout, EveryElementOnceAlignedInsideItsParameter) {
+  const std::vector<int64_t> numels{1000, 7, 300, 64, 5000};
+  for (int world : {1, 2, 3, 5, 8}) {
+    const auto l = make_shard_layout(numels, world);
+    std::vector<std::vector<int>> seen(numels.size());
+    for (size_t i = 0; i < numels.size(); ++i)
+      seen[i].assign(numels[i], 0);
+    int64_t total = 0;
+    for (int r = 0; r < world; ++r) {
+      int64_t sum = 0;
+      for (const auto& s : l.ranks[r]) {
+        EXPECT_EQ(s.begin % kShardAlign, 0) << "world " << world << " rank " << r;
+        for (int64_t k = s.begin; k < s.begin + s.length; ++k)
+          ++seen[s.param][k];
+        sum += s.length;
+      }
+      EXPECT_EQ(sum, l.elements[r]);
+      total += sum;
+      // Balanced to within an alignment step of the even share.
+      EXPECT_LE(l.elements[r], 6371 / world + 2 * kShardAlign) << "world " << world;
+    }
+    EXPECT_EQ(total, 6371);
+    for (auto& v : seen)
+      for (int c : v)
+        ASSERT_EQ(c, 1) << "world " << world;
+  }
+}
+
+TEST(DataParallel, TwoAndThreeRanksTakeTheOneRankUpdate) {
+  const auto one = run({});
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    run_spec s;
+    s.world = world;
+    expect_same_run(run(s), one[0]);
+  }
+}
+
+TEST(DataParallel, ShardedOptimizerTakesTheUnshardedUpdateWithItsStateSplit) {
+  const auto one = run({});
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    run_spec s;
+    s.world = world;
+    s.shard = true;
+    const auto ranks = run(s);
+    expect_same_run(ranks, one[0]);
+    int64_t sum = 0;
+    for (const auto& r : ranks) {
+      sum += r.state_bytes;
+      // About 1/W of the moments each: the optimizer's share falls W-fold.
+      EXPECT_LE(r.state_bytes, one[0].state_bytes / world + 2 * 8 * kShardAlign * 13);
+      EXPECT_GT(r.state_bytes, 0);
+    }
+    EXPECT_EQ(sum, one[0].state_bytes);  // every moment in exactly one shard
+  }
+}
+
+TEST(DataParallel, ShardedCheckpointResumesBitwiseWithTheSameOrAnotherRankCount) {
+  run_spec full;
+  full.world = 2, full.shard = true, full.steps = 4;
+  const auto uninterrupted = run(full);
+  run_spec first = full;
+  first.steps = 2, first.save = true;
+  const auto saved = run(first);
+  ASSERT_TRUE(saved[0].error.empty()) << saved[0].error;
+  ASSERT_TRUE(saved[1].error.empty()) << saved[1].error;
+  struct resume_case {
+    int world;
+    bool shard;
+    int from_rank;  // every rank gathers the whole state: any rank's bytes resume the run
+  };
+  for (auto c : {resume_case{2, true, 0}, {3, true, 1}, {1, false, 0}, {2, false, 1}}) {
+    SCOPED_TRACE("resumed on " + std::to_string(c.world) + (c.shard ? " sharded" : " unsharded") +
+                 " from rank " + std::to_string(c.from_rank) + "'s bytes");
+    run_spec rest;
+    rest.world = c.world, rest.shard = c.shard, rest.steps = 2, rest.first = 2;
+    rest.resume = saved[c.from_rank].state;
+    const auto resumed = run(rest);
+    for (const auto& r : resumed) {
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      EXPECT_EQ(differing(r.params, uninterrupted[0].params), 0);
+      EXPECT_EQ(r.stats.back().grad_norm, uninterrupted[0].stats.back().grad_norm);
+    }
+  }
+}
+
+TEST(DataParallel, ARankThatNeverJoinsIsAnErrorNamingIt) {
+  dist_options o;
+  o.world = 3, o.timeout = std::chrono::milliseconds(1500);
+  try {
+    dist_group::connect(o);
+    FAIL() << "rank 0 formed a group of 3 alone";
+  } catch (const dist_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank(s) 1, 2 did not join"), std::string::npos) << what;
+    EXPECT_NE(what.find("within 1500 ms"), std::string::npos) << what;
+  }
+}
+
+TEST(DataParallel, ARankThatLeavesMidStepFailsTheOthersInsteadOfHanging) {
+  std::promise<int> port;
+  std::string error0;
+  std::thread r0([&] {
+    dist_options o;
+    o.world = 2, o.timeout = std::chrono::milliseconds(20000);
+    try {
+      auto g = dist_group::connect(o, [&](int p) { port.set_value(p); });
+      policy_trainer pt(model_for(0), settings());
+      pt.join_data_parallel(*g, false);
+      train(pt, 0, 2, 0, 1);
+      error0 = "step finished without rank 1";
+    } catch (const std::exception& e) {
+      error0 = e.what();
+    }
+  });
+  {
+    dist_options o;
+    o.rank = 1, o.world = 2, o.port = port.get_future().get();
+    auto g = dist_group::connect(o);
+    policy_trainer pt(model_for(1), settings());
+    pt.join_data_parallel(*g, false);
+  }  // rank 1's group closes before its step: as if its process died
+  r0.join();
+  EXPECT_NE(error0.find("data-parallel rank 0 of 2: allreduce failed"), std::string::npos)
+      << error0;
+}
+
+TEST(SampleCodec, RoundTripsEveryFieldTheTrainerReadsAndRefusesDamage) {
+  test::sample_draw d;
+  d.groups = 2, d.group_size = 3, d.version_cycle = 3;
+  const auto samples = test::random_samples(d, 5);
+  const auto bytes = encode_samples(test::ptrs(samples));
+  const auto back = decode_samples(bytes);
+  ASSERT_EQ(back.size(), samples.size());
+  for (size_t i = 0; i < back.size(); ++i) {
+    EXPECT_EQ(back[i].uid, samples[i].uid);
+    EXPECT_EQ(back[i].group_id, samples[i].group_id);
+    EXPECT_EQ(back[i].index, samples[i].index);
+    EXPECT_EQ(back[i].prompt, samples[i].prompt);
+    EXPECT_EQ(back[i].response, samples[i].response);
+    EXPECT_EQ(back[i].logprobs, samples[i].logprobs);
+    EXPECT_EQ(back[i].versions, samples[i].versions);
+    EXPECT_EQ(back[i].advantage, samples[i].advantage);
+  }
+  EXPECT_THROW(decode_samples(bytes.substr(0, bytes.size() - 1)), std::runtime_error);
+  EXPECT_THROW(decode_samples(bytes + "x"), std::runtime_error);
+}
+
+TEST(DataParallelConfig, DeviceListsAndRankCountsAreCheckedNamingTheKey) {
+  auto lc = load_config_text("trainer:\n  devices: [cpu, cpu, cpu]\nrollout:\n  devices: [cpu]\n",
+                             "dp.yaml", {});
+  EXPECT_EQ(lc->cfg.trainer.devices, (std::vector<std::string>{"cpu", "cpu", "cpu"}));
+  EXPECT_EQ(data_parallel_ranks(lc->cfg.trainer), 3);  // the length of trainer.devices
+  EXPECT_EQ(lc->schema.value("trainer.devices"), "[cpu, cpu, cpu]");
+  // The dump reads back as the same list (checkpoints and the ranks' config use it).
+  auto again = load_config_text(lc->schema.dump_yaml(), "dump", {});
+  EXPECT_EQ(again->cfg.trainer.devices, lc->cfg.trainer.devices);
+  auto o = load_config_text("", "x", {"trainer.devices=[cpu,cuda:1]"});
+  EXPECT_EQ(o->cfg.trainer.devices, (std::vector<std::string>{"cpu", "cuda:1"}));
+  auto expect_error = [](const std::string& yaml, const std::vector<std::string>& over,
+                         const std::string& part) {
+    try {
+      load_config_text(yaml, "dp.yaml", over);
+      ADD_FAILURE() << "accepted; expected an error with: " << part;
+    } catch (const config_error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_error("trainer:\n  devices: [cpu, gpu:0]\n", {}, "dp.yaml:2: key 'trainer.devices'");
+  expect_error("", {"trainer.devices=[cpu,cpu]", "trainer.data_parallel=3"},
+               "key 'trainer.data_parallel': is 3 but trainer.devices names 2 devices");
+  expect_error("", {"trainer.data_parallel=2", "trainer.remote_ranks=2"},
+               "key 'trainer.remote_ranks': must be below");
+  expect_error("trainer:\n  lr: [1, 2]\n", {}, "key 'trainer.lr': lists are not supported");
+  expect_error("", {"trainer.data_parallel=2", "trainer.dist_listen=10.1.2.3:0"},
+               "key 'trainer.dist_listen'");
+}
