@@ -41,6 +41,7 @@ struct fault_counts {
   int64_t trainer_crashes = 0;      // the controller (the step report): crash_trainer_at_step
   int64_t checkpoints_damaged = 0;  // the controller: corrupt_checkpoint_at_step
   int64_t checkpoints_skipped = 0;  // the train command: damaged ones passed over at a (re)start
+  int64_t trainer_rank_kills = 0;   // the train command: data-parallel ranks that died by SIGKILL
 
   fault_counts& operator+=(const fault_counts& o) {
     rollouter_kills += o.rollouter_kills;
@@ -52,6 +53,7 @@ struct fault_counts {
     trainer_crashes += o.trainer_crashes;
     checkpoints_damaged += o.checkpoints_damaged;
     checkpoints_skipped += o.checkpoints_skipped;
+    trainer_rank_kills += o.trainer_rank_kills;
     return *this;
   }
 };
@@ -200,7 +202,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fault_counts& x) {
   return f(caf::meta::type_name("fault_counts"), x.rollouter_kills, x.reward_worker_kills,
            x.reward_throws, x.reward_hangs, x.sync_drops, x.sync_delays, x.trainer_crashes,
-           x.checkpoints_damaged, x.checkpoints_skipped);
+           x.checkpoints_damaged, x.checkpoints_skipped, x.trainer_rank_kills);
 }
 
 // Log-probs, reward and advantage cross nodes as raw bits (messages/float_bits.hpp).

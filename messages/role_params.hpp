@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/common/cpu_affinity.hpp"
+#include "runtime/scheduling/async_section.hpp"
 #include "runtime/config/modes.hpp"     // rollout_dtype, chat_format, model_arch
 #include "runtime/config/sections.hpp"  // model_section
 #include "runtime/scheduling/workload.hpp"
@@ -29,7 +30,7 @@ struct rollouter_params {
   int64_t max_new_tokens = 48;
   int64_t max_prompt_length = 64;
   int64_t max_batch = 128;   // KV-cache slots
-  int64_t chunk_tokens = 4;  // decode steps between control-message checks
+  int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks
   bool partial_rollout = false;
   uint64_t seed = 1;          // runtime.seed: sampling streams and forced lengths
   workload_section workload;  // lengths != model: benchmark lengths, EOS ignored

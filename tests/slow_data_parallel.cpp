@@ -95,7 +95,22 @@ TEST(TrainDataParallel, AKilledRankFailsTheRunNamingItAndResumeEndsBitwise) {
   const auto resumed =
       nlohmann::json::parse(asyncrl::test::read_text(run_dir + "/summary.json"));
   EXPECT_EQ(resumed["params_sha256"], whole.summary["params_sha256"]) << log;
+  EXPECT_EQ(resumed["groups_generated"].get<int64_t>(),
+            resumed["groups_trained"].get<int64_t>() + resumed["groups_dropped"].get<int64_t>() +
+                resumed["groups_in_flight"].get<int64_t>());
   EXPECT_EQ(ranks_alive(run_dir), 0);
+
+  // supervision.trainer_failure=restart: the run restarts itself from step 2's checkpoint with
+  // new rank processes, and ends where the uninterrupted run ends.
+  const auto restarted_dir = dir.file("restarted");
+  const auto restarted = train(
+      "sync", dp + " faults.kill_trainer_rank_at_step=3 supervision.trainer_failure=restart",
+      restarted_dir);
+  ASSERT_EQ(restarted.status, 0) << restarted.log;
+  EXPECT_EQ(restarted.summary["trainer_restarts"], 1);
+  EXPECT_EQ(sha(restarted), sha(whole));
+  EXPECT_EQ(restarted.summary["groups_generated"], restarted.summary["groups_trained"]);
+  EXPECT_EQ(ranks_alive(restarted_dir), 0);
 }
 
 TEST(TrainDataParallel, ARankThatNeverJoinsIsAClearErrorWithinTheTimeout) {

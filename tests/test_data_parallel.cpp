@@ -14,6 +14,8 @@
 #include "runtime/config/run_config.hpp"
 #include "runtime/dist/dist_group.hpp"
 #include "runtime/model/model.hpp"
+#include "runtime/train/dp_follower.hpp"
+#include "runtime/train/dp_leader.hpp"
 #include "runtime/train/dp_split.hpp"
 #include "runtime/train/policy_trainer.hpp"
 #include "runtime/train/sample_codec.hpp"
@@ -362,4 +364,66 @@ TEST(DataParallelConfig, DeviceListsAndRankCountsAreCheckedNamingTheKey) {
   expect_error("trainer:\n  lr: [1, 2]\n", {}, "key 'trainer.lr': lists are not supported");
   expect_error("", {"trainer.data_parallel=2", "trainer.dist_listen=10.1.2.3:0"},
                "key 'trainer.dist_listen'");
+}
+
+// Rank 0 driven as the trainer actor drives it (every micro-batch to accumulate(), then step()),
+// with a dp_leader routing micro-batches to rank 1, which replays them with follow_rank_zero:
+// both ranks get work, both end on the one-rank weights, and a checkpoint (sharded: a
+// collective) and a new learning rate reach rank 1 too.
+TEST(DataParallel, RankZeroCommandsTheOtherRankThroughTheStore) {
+  const auto one = run({});
+  std::promise<int> port;
+  auto port_f = port.get_future().share();
+  std::vector<at::Tensor> params1;
+  std::string error1;
+  std::thread r1([&] {
+    try {
+      dist_options o;
+      o.rank = 1, o.world = 2, o.port = port_f.get();
+      o.timeout = std::chrono::milliseconds(20000);
+      auto g = dist_group::connect(o);
+      policy_trainer pt(model_for(1), settings());
+      pt.join_data_parallel(*g, true);
+      follower_options fo;
+      fo.poll = std::chrono::milliseconds(50);
+      follow_rank_zero(pt, *g, fo);
+      params1 = params_of(pt);
+    } catch (const std::exception& e) {
+      error1 = e.what();
+    }
+  });
+  dist_options o;
+  o.world = 2, o.timeout = std::chrono::milliseconds(20000);
+  auto g = dist_group::connect(o, [&](int p) { port.set_value(p); });
+  dp_leader leader(*g);
+  policy_trainer pt(model_for(0), settings());
+  pt.join_data_parallel(*g, true);
+  pt.set_commands(&leader);
+  std::vector<int64_t> routed(2, 0);
+  for (int s = 0; s < 3; ++s) {
+    const auto samples = batch(s);
+    pt.begin_batch();
+    for (int grp = 0; grp < kGroups; ++grp) {
+      std::vector<const scored_sample*> mb;
+      for (const auto& x : samples)
+        if (static_cast<int>(x.group_id) == grp) mb.push_back(&x);
+      pt.accumulate(mb);
+    }
+    const auto u = pt.step();
+    EXPECT_EQ(u.tokens_trained, one[0].stats[s].tokens_trained);  // both ranks' tokens counted
+    EXPECT_EQ(u.grad_norm, one[0].stats[s].grad_norm);
+    for (int r = 0; r < 2; ++r)
+      routed[r] += leader.step_tokens()[r];
+    if (s == 1) {
+      const auto state = pt.save_state();  // rank 1 joins the gather
+      EXPECT_FALSE(state.empty());
+    }
+  }
+  EXPECT_GT(routed[0], 0);
+  EXPECT_GT(routed[1], 0);  // rank 1 did train
+  EXPECT_EQ(differing(params_of(pt), one[0].params), 0);
+  leader.stop();
+  r1.join();
+  ASSERT_TRUE(error1.empty()) << error1;
+  EXPECT_EQ(differing(params1, one[0].params), 0);
 }

@@ -39,12 +39,14 @@ enum class fault {
   sync_delay,
   slow_rollouter,
   trainer_crash,
-  corrupt_checkpoint
+  corrupt_checkpoint,
+  trainer_rank_kill
 };
 constexpr fault all_faults[] = {
     fault::rollouter_kill, fault::reward_worker_kill, fault::reward_throw,
     fault::reward_hang,    fault::sync_drop,          fault::sync_delay,
-    fault::slow_rollouter, fault::trainer_crash,      fault::corrupt_checkpoint};
+    fault::slow_rollouter, fault::trainer_crash,      fault::corrupt_checkpoint,
+    fault::trainer_rank_kill};
 
 inline constexpr enum_name<fault> fault_names[] = {
     {fault::rollouter_kill, "rollouter_kill"},
@@ -55,7 +57,8 @@ inline constexpr enum_name<fault> fault_names[] = {
     {fault::sync_delay, "sync_delay"},
     {fault::slow_rollouter, "slow_rollouter"},
     {fault::trainer_crash, "trainer_crash"},
-    {fault::corrupt_checkpoint, "corrupt_checkpoint"}};
+    {fault::corrupt_checkpoint, "corrupt_checkpoint"},
+    {fault::trainer_rank_kill, "trainer_rank_kill"}};
 constexpr const auto& enum_names(fault) {
   return fault_names;
 }
@@ -180,6 +183,13 @@ std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, int64_t R,
       // The crash after the damaged checkpoint makes the restart fall back to the one before.
       return {"supervision.trainer_failure=restart", kv("faults.corrupt_checkpoint_at_step", c),
               kv("faults.crash_trainer_at_step", c + std::max<int64_t>(1, E / 2))};
+    case fault::trainer_rank_kill:
+      // Two data-parallel ranks; the second is killed (SIGKILL) and the run restarts from its
+      // last checkpoint with new rank processes. Its own round only: in the round of all
+      // faults the trainer already crashes once.
+      if (all) return {};
+      return {"trainer.data_parallel=2", "supervision.trainer_failure=restart",
+              kv("faults.kill_trainer_rank_at_step", c - E / 2)};
   }
   return {};
 }
@@ -200,6 +210,7 @@ int64_t restarts_needed(fault f, const run_config& cfg, bool all) {
     case fault::reward_worker_kill:
       return 4 * T * B * n / kill_every(T * B * n, all) + 1;
     case fault::trainer_crash:
+    case fault::trainer_rank_kill:
       return all ? 0 : 1;
     case fault::corrupt_checkpoint:
       return 1;
@@ -232,6 +243,7 @@ std::vector<round_spec> series(const run_config& cfg) {
   }
   round_spec all{"all", {}, {}};
   for (auto f : all_faults) {
+    if (f == fault::trainer_rank_kill) continue;  // its own round only (overrides_for)
     all.faults.push_back(f);
     for (auto& o : overrides_for(f, T, E, R, true))
       all.overrides.push_back(o);
@@ -268,7 +280,8 @@ inline constexpr enum_name<fault> injected_keys[] = {
     {fault::rollouter_kill, "rollouter_kills"}, {fault::reward_worker_kill, "reward_worker_kills"},
     {fault::reward_throw, "reward_throws"},     {fault::reward_hang, "reward_hangs"},
     {fault::sync_drop, "sync_drops"},           {fault::sync_delay, "sync_delays"},
-    {fault::trainer_crash, "trainer_crashes"},  {fault::corrupt_checkpoint, "checkpoints_damaged"}};
+    {fault::trainer_crash, "trainer_crashes"},  {fault::corrupt_checkpoint, "checkpoints_damaged"},
+    {fault::trainer_rank_kill, "trainer_rank_kills"}};
 
 const char* injected_key(fault f) {
   for (const auto& k : injected_keys)
@@ -310,6 +323,10 @@ fault_count count_fault(fault f, const json& s, bool completed) {
     // Recovered: the restart passed over the damaged checkpoint to the one before.
     case fault::corrupt_checkpoint:
       c.recovered = num(s, "faults", "checkpoints_skipped");
+      break;
+    // Recovered: the run restarted from its checkpoint with new ranks.
+    case fault::trainer_rank_kill:
+      c.recovered = num(s, "trainer_restarts");
       break;
   }
   return c;

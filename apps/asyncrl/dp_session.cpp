@@ -123,6 +123,15 @@ std::string dp_session::diagnosis() {
   return out;
 }
 
+int64_t dp_session::ranks_killed() {
+  int64_t n = 0;
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    if (!reaped_[i] && waitpid(pids_[i], &status_[i], WNOHANG) == pids_[i]) reaped_[i] = true;
+    if (reaped_[i] && WIFSIGNALED(status_[i]) && WTERMSIG(status_[i]) == SIGKILL) ++n;
+  }
+  return n;
+}
+
 void dp_session::stop_ranks() noexcept {
   if (leader_) leader_->stop();
   // A rank ends at the stop command; one that does not within 10 s is killed.

@@ -33,6 +33,9 @@ class dp_session {
   /// For each local rank whose process has ended: "; trainer rank 1 (pid 42) was killed by
   /// signal 9". Waits up to a second for a dying rank to be reaped.
   std::string diagnosis();
+  /// Local ranks whose process died by SIGKILL before the run ended (counted in
+  /// summary.json's faults.trainer_rank_kills).
+  int64_t ranks_killed();
 
  private:
   dp_session() = default;

@@ -91,7 +91,8 @@ nlohmann::ordered_json summarize(const run_result& r) {
             {"sync_delays", r.faults.sync_delays},
             {"trainer_crashes", r.faults.trainer_crashes},
             {"checkpoints_damaged", r.faults.checkpoints_damaged},
-            {"checkpoints_skipped", r.faults.checkpoints_skipped}}}};
+            {"checkpoints_skipped", r.faults.checkpoints_skipped},
+            {"trainer_rank_kills", r.faults.trainer_rank_kills}}}};
 }
 
 nlohmann::ordered_json train_summary(const run_result& r, const train_outcome& o) {

@@ -166,10 +166,17 @@ void check_model_fits(const run_config& cfg, const model_config& mc, uint64_t ho
                                : cfg.trainer.precision == train_precision::bf16  ? 2
                                                                                  : 4;
   const double rollout_width = cfg.rollout.dtype == rollout_dtype::bf16 ? 2 : 4;
-  const bool trainer_here = with_trainer && trainer_device(cfg.trainer, cfg.runtime) == "cpu";
+  // Every data-parallel rank started here on the CPU holds a whole trainer (only the AdamW
+  // moments shrink with trainer.shard_optimizer; not counted).
+  int64_t cpu_ranks = 0;
+  const int64_t local_ranks = data_parallel_ranks(cfg.trainer) - cfg.trainer.remote_ranks;
+  for (int64_t r = 0; r < local_ranks; ++r)
+    cpu_ranks += (cfg.trainer.devices.empty() ? trainer_device(cfg.trainer, cfg.runtime)
+                                              : cfg.trainer.devices[r]) == "cpu";
+  const bool trainer_here = with_trainer && cpu_ranks > 0;
   const bool rollouts_here = rollout_device(cfg.rollout, cfg.runtime) == "cpu";
   const bool own_here = cfg.runtime.device == "cpu";
-  const double trainer = trainer_here ? 4 * trainer_width * p : 0;
+  const double trainer = trainer_here ? double(cpu_ranks) * 4 * trainer_width * p : 0;
   const double rollout = rollouts_here ? double(rollouters) * rollout_width * p : 0;
   const double own = own_here ? 4 * p : 0;
   const double need = trainer + rollout + own;
@@ -179,7 +186,8 @@ void check_model_fits(const run_config& cfg, const model_config& mc, uint64_t ho
     if (b <= 0) return;
     parts += (parts.empty() ? "" : ", ") + what + " " + bytes_text(b);
   };
-  add(trainer, "the trainer (trainer.precision " + std::string(to_string(cfg.trainer.precision)) +
+  add(trainer, std::to_string(cpu_ranks) + " trainer rank(s) (trainer.precision " +
+                   std::string(to_string(cfg.trainer.precision)) +
                    ": weights, gradients, AdamW state)");
   add(rollout, std::to_string(rollouters) + " rollouter(s) (rollout.num_workers, rollout.dtype " +
                    std::string(to_string(cfg.rollout.dtype)) + ")");

@@ -163,6 +163,7 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
           done = true;
         });
   }  // the actor system waits for every actor here; each role quit during shutdown
+  if (dp) result.faults.trainer_rank_kills += dp->ranks_killed();  // before the ranks are stopped
   return result;
 }
 

@@ -15,6 +15,7 @@
 #include "runtime/scheduling/sim_costs.hpp"
 #include "runtime/scheduling/workload.hpp"
 #include "runtime/task/task_sections.hpp"
+#include "runtime/train/policy_trainer_params.hpp"
 
 namespace asyncrl {
 
@@ -45,7 +46,7 @@ struct rollout_section {
   int64_t max_new_tokens = 48;
   int64_t num_workers = 1;
   int64_t max_batch = 128;   // KV-cache slots per worker (continuous batching)
-  int64_t chunk_tokens = 4;  // decode steps between control-message checks
+  int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks
   int64_t threads = 0;       // torch threads per rollout worker; 0 = by mode
   rollout_dtype dtype = rollout_dtype::float32;
   std::string device;  // cpu, cuda, cuda:N; empty = runtime.device
@@ -79,15 +80,16 @@ struct reward_section {
 struct algorithm_section {
   advantage_estimator adv_estimator = advantage_estimator::grpo;
   bool filter_groups = false;  // skip groups whose rewards are all equal (counted)
-  loss_kind loss = loss_kind::grpo;
-  prox_method prox_logp = prox_method::recompute;  // decoupled only
-  bool use_rollout_logprobs = false;  // coupled: logp_old from the rollout instead of a forward
-  double clip_eps_low = 0.2;
-  double clip_eps_high = 0.2;
-  double dual_clip_c = 3.0;     // 0 = off
-  double kl_coef = 0.0;         // beta of the k3 KL penalty against the reference
-  double imp_weight_cap = 0.0;  // decoupled: mask tokens with w above this; 0 = off
-  loss_aggregation loss_agg = loss_aggregation::token_mean;
+  // The objective; the defaults are the policy trainer's (policy_trainer_params.hpp).
+  loss_kind loss = kPolicyTrainerDefaults.loss;
+  prox_method prox_logp = kPolicyTrainerDefaults.prox_logp;  // decoupled only
+  bool use_rollout_logprobs = kPolicyTrainerDefaults.use_rollout_logprobs;  // coupled only
+  double clip_eps_low = kPolicyTrainerDefaults.clip_eps_low;
+  double clip_eps_high = kPolicyTrainerDefaults.clip_eps_high;
+  double dual_clip_c = kPolicyTrainerDefaults.dual_clip_c;  // 0 = off
+  double kl_coef = kPolicyTrainerDefaults.kl_coef;  // beta of the k3 KL penalty
+  double imp_weight_cap = kPolicyTrainerDefaults.imp_weight_cap;  // decoupled; 0 = off
+  loss_aggregation loss_agg = kPolicyTrainerDefaults.loss_agg;
 };
 
 /// The optimizer and how a batch is cut into micro-batches and mini-batches.
@@ -97,21 +99,23 @@ struct trainer_section {
   bool group_aligned_micro_batches = true;  // a micro-batch never mixes groups (bitwise Theorem 1)
   bool eager_micro_batches = true;  // unaligned: train a part-filled micro-batch rather than idle
   int64_t ppo_mini_batch_size = 0;  // prompts (groups) per optimizer step; 0 = the whole batch
-  bool shared_prompt_attention = false;
-  bool padding_free = true;                // a micro-batch is one row, attention per sequence
-  bool activation_checkpointing = false;   // keep layer inputs only; recompute in the backward
-  bool deterministic_accumulation = true;  // float64 gradient buffers
-  train_precision precision = train_precision::float32;
-  bool compute_ref = true;  // reference forward for the kl metric even when kl_coef = 0
-  double lr = 1e-4;
-  double min_lr_ratio = 0.0;
-  lr_schedule_kind lr_schedule = lr_schedule_kind::constant;
-  int64_t warmup_steps = 0;
-  double weight_decay = 0.0;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double grad_clip = 1.0;
-  int64_t total_steps = 20;
+  bool shared_prompt_attention = kPolicyTrainerDefaults.shared_prompt_attention;
+  bool padding_free = kPolicyTrainerDefaults.padding_free;  // one row, attention per sequence
+  // Recompute each layer in the backward; float64 gradient buffers; the reference forward for
+  // the kl metric even when kl_coef = 0. The defaults are the policy trainer's, written once.
+  bool activation_checkpointing = kPolicyTrainerDefaults.activation_checkpointing;
+  bool deterministic_accumulation = kPolicyTrainerDefaults.deterministic_accumulation;
+  train_precision precision = kPolicyTrainerDefaults.precision;
+  bool compute_ref = kPolicyTrainerDefaults.compute_ref;
+  double lr = kPolicyTrainerDefaults.lr;
+  double min_lr_ratio = kPolicyTrainerDefaults.min_lr_ratio;
+  lr_schedule_kind lr_schedule = kPolicyTrainerDefaults.lr_schedule;
+  int64_t warmup_steps = kPolicyTrainerDefaults.warmup_steps;
+  double weight_decay = kPolicyTrainerDefaults.weight_decay;
+  double beta1 = kPolicyTrainerDefaults.beta1;
+  double beta2 = kPolicyTrainerDefaults.beta2;
+  double grad_clip = kPolicyTrainerDefaults.grad_clip;
+  int64_t total_steps = kPolicyTrainerDefaults.total_steps;
   int64_t threads = 0;  // torch threads of the trainer; 0 = by mode
   std::string device;   // cpu, cuda, cuda:N; empty = runtime.device
   // Data parallel (docs/scaling.md).

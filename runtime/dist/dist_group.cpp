@@ -122,7 +122,25 @@ void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
       buckets.push_back({i, j, {}, {}});
       i = j;
     }
-    for (auto& b : buckets) {
+    // Waits for bucket b, copies a flat bucket back into its tensors and frees it.
+    auto finish = [&](bucket& b) {
+      b.work->wait();
+      if (b.last - b.first > 1) {
+        int64_t off = 0;
+        for (size_t k = b.first; k < b.last; ++k) {
+          const auto n = tensors[k].numel();
+          tensors[k].copy_(b.flat.narrow(0, off, n).view(tensors[k].sizes()));
+          off += n;
+        }
+      }
+      b.flat = at::Tensor();
+      b.work.reset();
+    };
+    // At most kInFlight buckets at a time: they overlap one another, and the flat copies of
+    // multi-tensor buckets never add more than kInFlight x bucket_bytes to the peak memory.
+    constexpr size_t kInFlight = 4;
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      auto& b = buckets[i];
       if (b.last - b.first == 1) {
         b.flat = tensors[b.first];
       } else {
@@ -133,17 +151,11 @@ void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
       }
       std::vector<at::Tensor> one{b.flat};
       b.work = impl_->pg->allreduce(one, ao);
+      if (i >= kInFlight) finish(buckets[i - kInFlight]);
     }
-    for (auto& b : buckets) {
-      b.work->wait();
-      if (b.last - b.first == 1) continue;
-      int64_t off = 0;
-      for (size_t k = b.first; k < b.last; ++k) {
-        const auto n = tensors[k].numel();
-        tensors[k].copy_(b.flat.narrow(0, off, n).view(tensors[k].sizes()));
-        off += n;
-      }
-    }
+    for (size_t i = buckets.size() > kInFlight ? buckets.size() - kInFlight : 0;
+         i < buckets.size(); ++i)
+      finish(buckets[i]);
   });
 }
 

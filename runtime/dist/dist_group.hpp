@@ -52,8 +52,8 @@ class dist_group {
   int port() const { return port_; }
 
   /// In place over contiguous CPU tensors; tensors are grouped into flat buckets of at most
-  /// bucket_bytes (one tensor alone may exceed it), every bucket's reduction is issued before
-  /// the first is waited for, so they overlap one another.
+  /// bucket_bytes (one tensor alone may exceed it, and is reduced in place), up to 4 buckets in
+  /// flight at once, so they overlap one another without copying every tensor at once.
   void allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
                  int64_t bucket_bytes = 25 << 20);
   /// Every tensor from `root` into the same tensors of the other ranks (shapes must agree).

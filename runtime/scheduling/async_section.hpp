@@ -11,6 +11,10 @@
 
 namespace asyncrl {
 
+/// rollout.chunk_tokens' default: decode steps between a rollouter's control-message checks
+/// (the rollouter's parameters and the simulator take it from here).
+inline constexpr int64_t kDefaultChunkTokens = 4;
+
 /// async_training.mode: how generation and training are scheduled.
 enum class async_mode {
   sync,         // generate the whole batch, then train on it

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/scheduling/async_section.hpp"
 #include "runtime/scheduling/schedule.hpp"
 #include "runtime/scheduling/sim_costs.hpp"
 #include "runtime/scheduling/workload.hpp"
@@ -26,7 +27,7 @@ struct sim_params {
   bool colocated = false;  // sync only: the same devices generate, then train
   int64_t slots = 128;     // KV-cache slots per rollout device
   int64_t prompt_tokens = 12;
-  int64_t chunk_tokens = 4;  // control messages are seen between chunks
+  int64_t chunk_tokens = kDefaultChunkTokens;  // control messages are seen between chunks
   // The trainer's micro-batches pad every response to the longest in the micro-batch, so a
   // long tail costs padded tokens. 0: no padding (cost per generated token).
   int64_t micro_batch = 0;

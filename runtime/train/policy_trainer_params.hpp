@@ -42,4 +42,8 @@ struct policy_trainer_params {
   double temperature = 1.0;  // logits are divided by it, as the generator does
 };
 
+/// The defaults, written once above: the config's trainer and algorithm sections take theirs
+/// from here (runtime/config/sections.hpp).
+inline constexpr policy_trainer_params kPolicyTrainerDefaults{};
+
 }  // namespace asyncrl

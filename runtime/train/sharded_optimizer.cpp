@@ -55,21 +55,24 @@ step_outcome sharded_optimizer::step(double lr, bool loss_finite) {
     zero_grad();  // every rank skips: the same norm and loss everywhere
     return out;
   }
-  // All-gather the updated shards: (max_elements,) per rank, padded.
-  const int64_t width = std::max<int64_t>(1, layout_.max_elements());
-  auto flat = at::zeros({width}, params_.front().options());
-  int64_t off = 0;
-  for (auto& v : views_) {
-    flat.narrow(0, off, v.numel()).copy_(v.reshape({-1}));
-    off += v.numel();
-  }
-  auto all = group_.allgather(flat);
+  // Every rank's updated shard to the others: one broadcast per rank from a shard-sized buffer,
+  // so the weights' gather never holds more than one shard beside them (an all-gather would
+  // hold all W).
   for (int r = 0; r < group_.world(); ++r) {
+    const int64_t n = std::max<int64_t>(1, layout_.elements[r]);
+    std::vector<at::Tensor> buf{at::empty({n}, params_.front().options())};
+    int64_t off = 0;
+    if (r == group_.rank())
+      for (auto& v : views_) {
+        buf[0].narrow(0, off, v.numel()).copy_(v.reshape({-1}));
+        off += v.numel();
+      }
+    group_.broadcast(buf, r);
     if (r == group_.rank()) continue;
-    int64_t o = 0;
+    off = 0;
     for (const auto& s : layout_.ranks[r]) {
-      segment_of(params_[s.param].detach(), s).copy_(all[r].narrow(0, o, s.length));
-      o += s.length;
+      segment_of(params_[s.param].detach(), s).copy_(buf[0].narrow(0, off, s.length));
+      off += s.length;
     }
   }
   return out;

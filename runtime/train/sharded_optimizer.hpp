@@ -2,8 +2,8 @@
 
 // AdamW with its state sharded over a data-parallel group (trainer.shard_optimizer, ZeRO-1
 // style). Every rank holds the whole model and the whole reduced gradient; each steps only the
-// elements of its shard (shard_layout.hpp), keeping AdamW moments for those alone, then the
-// ranks all-gather the updated weights. The moments, the optimizer's share of memory
+// elements of its shard (shard_layout.hpp), keeping AdamW moments for those alone, then each
+// rank broadcasts its updated shard to the others (one shard-sized buffer at a time). The moments, the optimizer's share of memory
 // (2 x 4 bytes per float32 parameter), fall W-fold.
 //
 // The gradient norm that clips is the whole model's (every rank computes it from the same
@@ -30,7 +30,7 @@ class sharded_optimizer {
   void zero_grad();
   /// The parameters' .grad must hold the full, reduced gradient (the same on every rank).
   /// Skips as policy_optimizer::step does; else clips by the global norm, steps this rank's
-  /// shard and all-gathers the weights. Collective: every rank calls it.
+  /// shard and gathers the weights (a broadcast per rank). Collective: every rank calls it.
   step_outcome step(double lr, bool loss_finite = true);
   int64_t skipped_steps() const { return shard_->skipped_steps(); }
 
