@@ -297,11 +297,16 @@ weight_snapshot make_weights(double mb) {
     blob->names.push_back("layers." + std::to_string(i) + ".weight");
     blob->shapes.push_back({rows, cols});
   }
-  blob->data.resize(static_cast<size_t>(4 * rows * cols));
+  // The blob holds bytes (float32 elements here): 4 bytes per element. It held floats before
+  // bf16 snapshots came, and sizing it in elements since then left it a quarter of the size its
+  // shapes need (every chunked sync failed: "shapes need more elements than the data holds").
+  const size_t n = static_cast<size_t>(4 * rows * cols);
+  blob->data.resize(n * sizeof(float));
   uint32_t x = 12345;
-  for (auto& f : blob->data) {
+  for (size_t i = 0; i < n; ++i) {
     x = x * 1664525u + 1013904223u;
-    f = static_cast<float>(static_cast<int32_t>(x)) * 1e-11f;
+    const float f = static_cast<float>(static_cast<int32_t>(x)) * 1e-11f;
+    std::memcpy(blob->data.data() + i * sizeof(float), &f, sizeof f);
   }
   return {1, std::move(blob)};
 }

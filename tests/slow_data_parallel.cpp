@@ -122,3 +122,14 @@ TEST(TrainDataParallel, ARankThatNeverJoinsIsAClearErrorWithinTheTimeout) {
   EXPECT_NE(r.log.find("rank(s) 1 did not join the group"), std::string::npos) << r.log;
   EXPECT_NE(r.log.find("within 3000 ms"), std::string::npos) << r.log;
 }
+
+TEST(TrainDataParallel, ADeviceThatDoesNotExistIsRefusedNamingItsKey) {
+  asyncrl::test::temp_dir dir("dp_device");
+  for (auto [extra, key] : {std::pair<std::string, std::string>{" trainer.devices=[cpu,cuda:99]",
+                                                                "trainer.devices[1] is 'cuda:99'"},
+                            {" rollout.devices=[cuda:98]", "rollout.devices[0] is 'cuda:98'"}}) {
+    const auto r = train("sync", extra, dir.file("run"));
+    EXPECT_EQ(r.status, 1) << r.log;
+    EXPECT_NE(r.log.find(key), std::string::npos) << r.log;
+  }
+}
