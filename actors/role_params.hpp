@@ -54,8 +54,8 @@ struct sync_params {
 /// live change, evaluation, and its fault.
 struct trainer_params {
   policy_trainer_params policy;
-  schedule_params schedule;    // with live settings applied, make_schedule gives the new plan
-  std::string device = "cpu";  // trainer.device, else runtime.device
+  schedule_params schedule;          // with live settings applied, make_schedule gives the new plan
+  std::string device = "cpu";        // trainer.device, else runtime.device
   std::vector<std::string> devices;  // trainer.devices: data-parallel rank r on devices[r]
   int64_t data_parallel = 1;         // ranks (trainer.data_parallel resolved)
   bool shard_optimizer = false;

@@ -149,7 +149,7 @@ json run_rank(const job& j) {
         ms.push_back((bench::now_s() - t0) * 1e3);
       }
       r[dtype == at::kFloat ? "float32" : "bf16"] = {{"bytes", bytes},
-                                                       {"broadcast_ms_median", bench::median(ms)}};
+                                                     {"broadcast_ms_median", bench::median(ms)}};
     }
     r["peak_rss_bytes"] = peak_rss_bytes();
     return r;

@@ -11,16 +11,16 @@
 #include <string>
 
 #include "runtime/common/cpu_affinity.hpp"
-#include "runtime/scheduling/async_section.hpp"
 #include "runtime/config/modes.hpp"     // rollout_dtype, chat_format, model_arch
 #include "runtime/config/sections.hpp"  // model_section
+#include "runtime/scheduling/async_section.hpp"
 #include "runtime/scheduling/workload.hpp"
 
 namespace asyncrl {
 
 /// One rollouter: sampling, the KV-cache slots, the forced benchmark lengths and its faults.
 struct rollouter_params {
-  std::string device = "cpu";  // rollout.device, else runtime.device
+  std::string device = "cpu";        // rollout.device, else runtime.device
   std::vector<std::string> devices;  // rollout.devices: rollouter w on devices[w % n]
   rollout_dtype dtype = rollout_dtype::float32;
   int64_t group_size = 8;  // rollout.n
@@ -29,7 +29,7 @@ struct rollouter_params {
   double top_p = 1.0;  // 1 = off
   int64_t max_new_tokens = 48;
   int64_t max_prompt_length = 64;
-  int64_t max_batch = 128;   // KV-cache slots
+  int64_t max_batch = 128;                     // KV-cache slots
   int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks
   bool partial_rollout = false;
   uint64_t seed = 1;          // runtime.seed: sampling streams and forced lengths

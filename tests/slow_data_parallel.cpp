@@ -28,8 +28,8 @@ struct run_out {
 
 run_out train(const std::string& mode, const std::string& extra, const std::string& dir) {
   const std::string cmd = std::string(ASYNCRL_CLI) + " train -c " + ASYNCRL_SOURCE_DIR +
-                          "/configs/" + mode + ".yaml" + kTiny + extra +
-                          " runtime.run_dir=" + dir + " 2>&1";
+                          "/configs/" + mode + ".yaml" + kTiny + extra + " runtime.run_dir=" + dir +
+                          " 2>&1";
   run_out r;
   r.status = asyncrl::test::run_command(cmd, &r.log);
   if (r.status == 0)
@@ -37,7 +37,9 @@ run_out train(const std::string& mode, const std::string& extra, const std::stri
   return r;
 }
 
-std::string sha(const run_out& r) { return r.summary.value("params_sha256", std::string()); }
+std::string sha(const run_out& r) {
+  return r.summary.value("params_sha256", std::string());
+}
 
 // Processes of `asyncrl trainer-rank` reading this run's config, still alive.
 int ranks_alive(const std::string& dir) {
@@ -58,12 +60,13 @@ TEST(TrainDataParallel, RanksShardsAndModesGiveTheOneRankWeightsBitwise) {
     const char* mode;
     const char* extra;
   };
-  for (auto v : {variant{"sync", " trainer.data_parallel=2"},
-                 variant{"sync", " trainer.data_parallel=3"},
-                 variant{"sync", " trainer.data_parallel=2 trainer.shard_optimizer=true"},
-                 variant{"periodic", " trainer.data_parallel=2"}}) {
+  for (auto v :
+       {variant{"sync", " trainer.data_parallel=2"}, variant{"sync", " trainer.data_parallel=3"},
+        variant{"sync", " trainer.data_parallel=2 trainer.shard_optimizer=true"},
+        variant{"periodic", " trainer.data_parallel=2"}}) {
     SCOPED_TRACE(std::string(v.mode) + v.extra);
-    const auto run_dir = dir.file(std::string(v.mode) + std::to_string(std::hash<std::string>{}(v.extra)));
+    const auto run_dir =
+        dir.file(std::string(v.mode) + std::to_string(std::hash<std::string>{}(v.extra)));
     const auto r = train(v.mode, v.extra, run_dir);
     ASSERT_EQ(r.status, 0) << r.log;
     // The one-rank weights: equal updates at every step (float64 gradient sums over ranks).
@@ -87,13 +90,11 @@ TEST(TrainDataParallel, AKilledRankFailsTheRunNamingItAndResumeEndsBitwise) {
   EXPECT_EQ(ranks_alive(run_dir), 0);
 
   std::string log;
-  ASSERT_EQ(asyncrl::test::run_command(std::string(ASYNCRL_CLI) + " train --resume " + run_dir +
-                                           " 2>&1",
-                                       &log),
+  ASSERT_EQ(asyncrl::test::run_command(
+                std::string(ASYNCRL_CLI) + " train --resume " + run_dir + " 2>&1", &log),
             0)
       << log;
-  const auto resumed =
-      nlohmann::json::parse(asyncrl::test::read_text(run_dir + "/summary.json"));
+  const auto resumed = nlohmann::json::parse(asyncrl::test::read_text(run_dir + "/summary.json"));
   EXPECT_EQ(resumed["params_sha256"], whole.summary["params_sha256"]) << log;
   EXPECT_EQ(resumed["groups_generated"].get<int64_t>(),
             resumed["groups_trained"].get<int64_t>() + resumed["groups_dropped"].get<int64_t>() +
@@ -103,9 +104,9 @@ TEST(TrainDataParallel, AKilledRankFailsTheRunNamingItAndResumeEndsBitwise) {
   // supervision.trainer_failure=restart: the run restarts itself from step 2's checkpoint with
   // new rank processes, and ends where the uninterrupted run ends.
   const auto restarted_dir = dir.file("restarted");
-  const auto restarted = train(
-      "sync", dp + " faults.kill_trainer_rank_at_step=3 supervision.trainer_failure=restart",
-      restarted_dir);
+  const auto restarted =
+      train("sync", dp + " faults.kill_trainer_rank_at_step=3 supervision.trainer_failure=restart",
+            restarted_dir);
   ASSERT_EQ(restarted.status, 0) << restarted.log;
   EXPECT_EQ(restarted.summary["trainer_restarts"], 1);
   EXPECT_EQ(sha(restarted), sha(whole));
@@ -116,8 +117,9 @@ TEST(TrainDataParallel, AKilledRankFailsTheRunNamingItAndResumeEndsBitwise) {
 TEST(TrainDataParallel, ARankThatNeverJoinsIsAClearErrorWithinTheTimeout) {
   asyncrl::test::temp_dir dir("dp_absent");
   // Rank 1 is "remote" and nobody starts it.
-  const auto r = train("sync", " trainer.data_parallel=2 trainer.remote_ranks=1 trainer.dist_timeout_s=3",
-                       dir.file("run"));
+  const auto r =
+      train("sync", " trainer.data_parallel=2 trainer.remote_ranks=1 trainer.dist_timeout_s=3",
+            dir.file("run"));
   EXPECT_EQ(r.status, 1) << r.log;
   EXPECT_NE(r.log.find("rank(s) 1 did not join the group"), std::string::npos) << r.log;
   EXPECT_NE(r.log.find("within 3000 ms"), std::string::npos) << r.log;

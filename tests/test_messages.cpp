@@ -71,8 +71,8 @@ void expect_same(const prompt_task& a, const prompt_task& b) {
 
 void expect_same(const fault_counts& a, const fault_counts& b) {
   SAME(rollouter_kills), SAME(reward_worker_kills), SAME(reward_throws), SAME(reward_hangs),
-      SAME(sync_drops), SAME(sync_delays), SAME(trainer_crashes), SAME(checkpoints_damaged), SAME(trainer_rank_kills),
-      SAME(checkpoints_skipped);
+      SAME(sync_drops), SAME(sync_delays), SAME(trainer_crashes), SAME(checkpoints_damaged),
+      SAME(trainer_rank_kills), SAME(checkpoints_skipped);
 }
 
 void expect_same(const rollout_progress& a, const rollout_progress& b) {

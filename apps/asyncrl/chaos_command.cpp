@@ -42,11 +42,11 @@ enum class fault {
   corrupt_checkpoint,
   trainer_rank_kill
 };
-constexpr fault all_faults[] = {
-    fault::rollouter_kill, fault::reward_worker_kill, fault::reward_throw,
-    fault::reward_hang,    fault::sync_drop,          fault::sync_delay,
-    fault::slow_rollouter, fault::trainer_crash,      fault::corrupt_checkpoint,
-    fault::trainer_rank_kill};
+constexpr fault all_faults[] = {fault::rollouter_kill,     fault::reward_worker_kill,
+                                fault::reward_throw,       fault::reward_hang,
+                                fault::sync_drop,          fault::sync_delay,
+                                fault::slow_rollouter,     fault::trainer_crash,
+                                fault::corrupt_checkpoint, fault::trainer_rank_kill};
 
 inline constexpr enum_name<fault> fault_names[] = {
     {fault::rollouter_kill, "rollouter_kill"},
@@ -277,10 +277,14 @@ struct fault_count {
 // summary.json's "faults" key that counts the injections of each kind. The slow rollouter has
 // none: it is a slowdown, not a count of events.
 inline constexpr enum_name<fault> injected_keys[] = {
-    {fault::rollouter_kill, "rollouter_kills"}, {fault::reward_worker_kill, "reward_worker_kills"},
-    {fault::reward_throw, "reward_throws"},     {fault::reward_hang, "reward_hangs"},
-    {fault::sync_drop, "sync_drops"},           {fault::sync_delay, "sync_delays"},
-    {fault::trainer_crash, "trainer_crashes"},  {fault::corrupt_checkpoint, "checkpoints_damaged"},
+    {fault::rollouter_kill, "rollouter_kills"},
+    {fault::reward_worker_kill, "reward_worker_kills"},
+    {fault::reward_throw, "reward_throws"},
+    {fault::reward_hang, "reward_hangs"},
+    {fault::sync_drop, "sync_drops"},
+    {fault::sync_delay, "sync_delays"},
+    {fault::trainer_crash, "trainer_crashes"},
+    {fault::corrupt_checkpoint, "checkpoints_damaged"},
     {fault::trainer_rank_kill, "trainer_rank_kills"}};
 
 const char* injected_key(fault f) {

@@ -125,7 +125,8 @@ void add_run_commands(CLI::App& app, cli_args& a) {
   a.rank_cmd = app.add_subcommand(
       "trainer-rank",
       "one data-parallel trainer rank (train starts its local ranks itself; docs/scaling.md)");
-  a.rank_cmd->add_option("--config,-c", a.rank.config, "the run's config (<run_dir>/dp_config.yaml)")
+  a.rank_cmd
+      ->add_option("--config,-c", a.rank.config, "the run's config (<run_dir>/dp_config.yaml)")
       ->required();
   a.rank_cmd->add_option("--rank", a.rank.rank, "this rank: 1 .. trainer.data_parallel - 1")
       ->required();

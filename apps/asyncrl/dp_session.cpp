@@ -86,14 +86,15 @@ std::unique_ptr<dp_session> dp_session::start(const run_config& cfg, const std::
         s->status_.push_back(0);
         s->reaped_.push_back(false);
       }
-      spdlog::info("train: data parallel over {} ranks (rendezvous {}); started rank(s) 1..{} "
-                   "here{}",
-                   world, where, local - 1,
-                   local < world ? "; ranks " + std::to_string(local) + ".." +
-                                       std::to_string(world - 1) +
-                                       " join with: asyncrl trainer-rank -c CONFIG --rank R "
-                                       "--join " + where
-                                 : std::string());
+      spdlog::info(
+          "train: data parallel over {} ranks (rendezvous {}); started rank(s) 1..{} "
+          "here{}",
+          world, where, local - 1,
+          local < world ? "; ranks " + std::to_string(local) + ".." + std::to_string(world - 1) +
+                              " join with: asyncrl trainer-rank -c CONFIG --rank R "
+                              "--join " +
+                              where
+                        : std::string());
     });
   } catch (...) {
     s->stop_ranks();

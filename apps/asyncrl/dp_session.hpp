@@ -42,8 +42,8 @@ class dp_session {
   void stop_ranks() noexcept;
   std::unique_ptr<dist_group> group_;
   std::shared_ptr<dp_leader> leader_;
-  std::vector<pid_t> pids_;      // local ranks 1, 2, ... (index + 1)
-  std::vector<int> status_;      // waitpid status once reaped
+  std::vector<pid_t> pids_;  // local ranks 1, 2, ... (index + 1)
+  std::vector<int> status_;  // waitpid status once reaped
   std::vector<bool> reaped_;
 };
 

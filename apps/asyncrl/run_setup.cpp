@@ -1,9 +1,9 @@
 #include "apps/asyncrl/run_setup.hpp"
 
-#include <spdlog/spdlog.h>
 #include <ATen/Parallel.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
+#include <spdlog/spdlog.h>
 #include <torch/cuda.h>
 
 #include <sys/statvfs.h>

@@ -7,6 +7,9 @@
 namespace asyncrl {
 
 bool resume_may_change(const std::string& key) {
+  // The placement and the data-parallel keys may change: W ranks take one rank's update
+  // (docs/scaling.md), and a checkpoint holds the whole optimizer state, so a resume may use
+  // other devices or another rank count.
   static const char* const exact[] = {"trainer.total_steps",
                                       "trainer.threads",
                                       "rollout.threads",
@@ -29,9 +32,6 @@ bool resume_may_change(const std::string& key) {
                                       "rollout.num_workers",
                                       "runtime.run_dir",
                                       "runtime.device",
-                                      // W ranks take one rank's update (docs/scaling.md), and
-                                      // a checkpoint holds the whole optimizer state: a resume
-                                      // may use another placement or rank count.
                                       "trainer.device",
                                       "trainer.devices",
                                       "trainer.data_parallel",

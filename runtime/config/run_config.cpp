@@ -562,12 +562,13 @@ void cross_check(const loaded_config& lc) {
   const int64_t ranks = data_parallel_ranks(tr);
   if (tr.data_parallel > 0 && !tr.devices.empty() &&
       tr.data_parallel != static_cast<int64_t>(tr.devices.size()))
-    fail("trainer.data_parallel", "is " + std::to_string(tr.data_parallel) + " but trainer.devices names " +
+    fail("trainer.data_parallel", "is " + std::to_string(tr.data_parallel) +
+                                      " but trainer.devices names " +
                                       std::to_string(tr.devices.size()) +
                                       " devices: one rank per device (or leave one of them unset)");
   if (tr.remote_ranks >= ranks && tr.remote_ranks > 0)
-    fail("trainer.remote_ranks", "must be below the data-parallel ranks (" +
-                                     std::to_string(ranks) + "): rank 0 runs here");
+    fail("trainer.remote_ranks",
+         "must be below the data-parallel ranks (" + std::to_string(ranks) + "): rank 0 runs here");
   if (c.faults.kill_trainer_rank_at_step > 0 && ranks < 2)
     fail("faults.kill_trainer_rank_at_step", "needs trainer.data_parallel >= 2");
   if (ranks > 1 && !is_loopback_host(split_host_port(tr.dist_listen).first) &&

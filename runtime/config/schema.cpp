@@ -146,7 +146,7 @@ void config_schema::add(const std::string& key, std::string* field, const std::s
 }
 
 void config_schema::add(const std::string& key, std::vector<std::string>* field,
-                         const std::string& help, check_fn<std::string> item_check) {
+                        const std::string& help, check_fn<std::string> item_check) {
   entry e;
   e.type_name = "list of strings";
   e.help = help;

@@ -45,11 +45,11 @@ struct rollout_section {
   double top_p = 1.0;  // 1 = off
   int64_t max_new_tokens = 48;
   int64_t num_workers = 1;
-  int64_t max_batch = 128;   // KV-cache slots per worker (continuous batching)
+  int64_t max_batch = 128;                     // KV-cache slots per worker (continuous batching)
   int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks
-  int64_t threads = 0;       // torch threads per rollout worker; 0 = by mode
+  int64_t threads = 0;                         // torch threads per rollout worker; 0 = by mode
   rollout_dtype dtype = rollout_dtype::float32;
-  std::string device;  // cpu, cuda, cuda:N; empty = runtime.device
+  std::string device;                // cpu, cuda, cuda:N; empty = runtime.device
   std::vector<std::string> devices;  // rollouter w on devices[w % n]; empty = rollout.device
 };
 
@@ -82,12 +82,12 @@ struct algorithm_section {
   bool filter_groups = false;  // skip groups whose rewards are all equal (counted)
   // The objective; the defaults are the policy trainer's (policy_trainer_params.hpp).
   loss_kind loss = kPolicyTrainerDefaults.loss;
-  prox_method prox_logp = kPolicyTrainerDefaults.prox_logp;  // decoupled only
+  prox_method prox_logp = kPolicyTrainerDefaults.prox_logp;                 // decoupled only
   bool use_rollout_logprobs = kPolicyTrainerDefaults.use_rollout_logprobs;  // coupled only
   double clip_eps_low = kPolicyTrainerDefaults.clip_eps_low;
   double clip_eps_high = kPolicyTrainerDefaults.clip_eps_high;
-  double dual_clip_c = kPolicyTrainerDefaults.dual_clip_c;  // 0 = off
-  double kl_coef = kPolicyTrainerDefaults.kl_coef;  // beta of the k3 KL penalty
+  double dual_clip_c = kPolicyTrainerDefaults.dual_clip_c;        // 0 = off
+  double kl_coef = kPolicyTrainerDefaults.kl_coef;                // beta of the k3 KL penalty
   double imp_weight_cap = kPolicyTrainerDefaults.imp_weight_cap;  // decoupled; 0 = off
   loss_aggregation loss_agg = kPolicyTrainerDefaults.loss_agg;
 };
@@ -124,7 +124,7 @@ struct trainer_section {
   bool shard_optimizer = false;      // AdamW moments split over the ranks (ZeRO-1)
   int64_t remote_ranks = 0;          // the last ranks join from elsewhere (asyncrl trainer-rank)
   std::string dist_listen = "127.0.0.1:0";  // the ranks' rendezvous (rank 0's TCPStore)
-  double dist_timeout_s = 300;       // the rendezvous and every collective
+  double dist_timeout_s = 300;              // the rendezvous and every collective
 };
 
 /// trainer.data_parallel resolved: the explicit count, else the length of trainer.devices,

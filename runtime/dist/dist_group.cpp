@@ -22,8 +22,8 @@ namespace {
 // c10::Error's what() carries a C++ backtrace; the message alone is what a user needs.
 template <class F>
 auto guarded(const std::string& what, int rank, int world, F&& f) -> decltype(f()) {
-  const auto where = "data-parallel rank " + std::to_string(rank) + " of " +
-                     std::to_string(world) + ": " + what + " failed: ";
+  const auto where = "data-parallel rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                     ": " + what + " failed: ";
   try {
     return f();
   } catch (const dist_error&) {
@@ -100,8 +100,7 @@ std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
   return std::unique_ptr<dist_group>(new dist_group(std::move(p), o.rank, o.world, port));
 }
 
-void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
-                           int64_t bucket_bytes) {
+void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int64_t bucket_bytes) {
   guarded("allreduce", rank_, world_, [&] {
     c10d::AllreduceOptions ao;
     ao.reduceOp = op == reduce_kind::sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
@@ -153,8 +152,8 @@ void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
       b.work = impl_->pg->allreduce(one, ao);
       if (i >= kInFlight) finish(buckets[i - kInFlight]);
     }
-    for (size_t i = buckets.size() > kInFlight ? buckets.size() - kInFlight : 0;
-         i < buckets.size(); ++i)
+    for (size_t i = buckets.size() > kInFlight ? buckets.size() - kInFlight : 0; i < buckets.size();
+         ++i)
       finish(buckets[i]);
   });
 }
@@ -215,7 +214,8 @@ std::optional<std::string> dist_group::fetch(const std::string& key,
     while (!impl_->store->check({key})) {
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
       pause = std::min(pause * 2, std::chrono::microseconds(5000));
     }
     const auto v = impl_->store->get(key);

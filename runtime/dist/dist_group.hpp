@@ -41,8 +41,8 @@ class dist_group {
   /// Joins the group: rank 0 starts the store (calling on_listening with its port before it
   /// waits for the others), every rank registers, then the Gloo group forms. Throws dist_error
   /// naming the ranks that did not join within the timeout.
-  static std::unique_ptr<dist_group> connect(const dist_options& o,
-                                             const std::function<void(int port)>& on_listening = {});
+  static std::unique_ptr<dist_group> connect(
+      const dist_options& o, const std::function<void(int port)>& on_listening = {});
   ~dist_group();
   dist_group(const dist_group&) = delete;
   dist_group& operator=(const dist_group&) = delete;
@@ -54,8 +54,7 @@ class dist_group {
   /// In place over contiguous CPU tensors; tensors are grouped into flat buckets of at most
   /// bucket_bytes (one tensor alone may exceed it, and is reduced in place), up to 4 buckets in
   /// flight at once, so they overlap one another without copying every tensor at once.
-  void allreduce(std::vector<at::Tensor>& tensors, reduce_kind op,
-                 int64_t bucket_bytes = 25 << 20);
+  void allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int64_t bucket_bytes = 25 << 20);
   /// Every tensor from `root` into the same tensors of the other ranks (shapes must agree).
   void broadcast(std::vector<at::Tensor>& tensors, int root);
   /// Each rank's `mine` (1-D, the same length on every rank), in rank order.

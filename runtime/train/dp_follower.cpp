@@ -18,7 +18,8 @@ void follow_rank_zero(policy_trainer& pt, dist_group& group, const follower_opti
     auto bytes = group.fetch(dp_command_key(group.rank(), seq), o.poll);
     if (!bytes) continue;
     ++seq;
-    if (bytes->empty()) throw std::runtime_error("data-parallel command " + std::to_string(seq) + " is empty");
+    if (bytes->empty())
+      throw std::runtime_error("data-parallel command " + std::to_string(seq) + " is empty");
     const auto c = static_cast<dp_command>(static_cast<uint8_t>((*bytes)[0]));
     const std::string payload = bytes->substr(1);
     switch (c) {
@@ -50,7 +51,8 @@ void follow_rank_zero(policy_trainer& pt, dist_group& group, const follower_opti
       }
       case dp_command::set_lr: {
         double lr = 0;
-        if (payload.size() != sizeof lr) throw std::runtime_error("data-parallel set_lr: bad payload");
+        if (payload.size() != sizeof lr)
+          throw std::runtime_error("data-parallel set_lr: bad payload");
         std::memcpy(&lr, payload.data(), sizeof lr);
         pt.set_lr(lr);
         break;

@@ -36,13 +36,16 @@ int dp_leader::route(const std::vector<const scored_sample*>& micro) {
   int64_t n = 0;
   for (const auto* s : micro)
     n += static_cast<int64_t>(s->response.size());
-  const int r = static_cast<int>(std::min_element(tokens_.begin(), tokens_.end()) - tokens_.begin());
+  const int r =
+      static_cast<int>(std::min_element(tokens_.begin(), tokens_.end()) - tokens_.begin());
   tokens_[r] += n;
   if (r != 0) post(r, dp_command::micro_batch, encode_samples(micro));
   return r;
 }
 
-void dp_leader::begin_batch() { post_all(dp_command::begin_batch); }
+void dp_leader::begin_batch() {
+  post_all(dp_command::begin_batch);
+}
 
 void dp_leader::step() {
   post_all(dp_command::step);
@@ -57,7 +60,9 @@ void dp_leader::step() {
   posted_.clear();
 }
 
-void dp_leader::save() { post_all(dp_command::save); }
+void dp_leader::save() {
+  post_all(dp_command::save);
+}
 
 void dp_leader::load(std::string& state) {
   post_all(dp_command::load);
@@ -75,7 +80,9 @@ void dp_leader::discard() {
   std::fill(tokens_.begin(), tokens_.end(), 0);
 }
 
-std::string dp_leader::diagnosis() { return diagnose_ ? diagnose_() : std::string(); }
+std::string dp_leader::diagnosis() {
+  return diagnose_ ? diagnose_() : std::string();
+}
 
 void dp_leader::stop() noexcept {
   try {

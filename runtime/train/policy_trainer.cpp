@@ -85,8 +85,8 @@ void policy_trainer::join_data_parallel(dist_group& group, bool shard_optimizer)
     group.broadcast(weights, 0);
   }
   if (shard_optimizer) {
-    sharded_ = std::make_unique<sharded_optimizer>(policy_->parameters(), optimizer_options_of(p_),
-                                                   group);
+    sharded_ =
+        std::make_unique<sharded_optimizer>(policy_->parameters(), optimizer_options_of(p_), group);
     optimizer_.reset();
   }
 }
@@ -137,16 +137,31 @@ void policy_trainer::reduce_across_ranks() {
 
   // The mini-batch's sums and extremes, on the host: (18,) summed and (5,) maxed.
   const double inf = std::numeric_limits<double>::infinity();
-  auto host = [](const at::Tensor& t) { return t.detach().to(at::kCPU, at::kDouble).reshape({-1}); };
+  auto host = [](const at::Tensor& t) {
+    return t.detach().to(at::kCPU, at::kDouble).reshape({-1});
+  };
   auto st = stat_sums_.defined() ? host(stat_sums_)
                                  : at::tensor(std::vector<double>{0, 0, 0, 0, 0, inf, -inf, 0});
   auto mm = mismatch_sums_.defined() ? host(mismatch_sums_) : at::zeros({4}, at::kDouble);
   auto one = [&](const at::Tensor& t) { return t.defined() ? host(t)[0].item<double>() : 0.0; };
   const auto* s = st.data_ptr<double>();
   const auto* m = mm.data_ptr<double>();
-  std::vector<double> sum{one(loss_dev_), one(entropy_dev_), s[0], s[1], s[2], s[3], s[4], s[7],
-                          double(tokens_), double(samples_), double(processed_), double(real_),
-                          double(micro_batches_), m[0], m[2], m[3]};
+  std::vector<double> sum{one(loss_dev_),
+                          one(entropy_dev_),
+                          s[0],
+                          s[1],
+                          s[2],
+                          s[3],
+                          s[4],
+                          s[7],
+                          double(tokens_),
+                          double(samples_),
+                          double(processed_),
+                          double(real_),
+                          double(micro_batches_),
+                          m[0],
+                          m[2],
+                          m[3]};
   std::vector<double> max{-s[5], s[6], double(staleness_max_), m[1], prox_ms_};
   std::vector<at::Tensor> sums_t{at::tensor(sum)}, max_t{at::tensor(max)};
   dp_->allreduce(sums_t, reduce_kind::sum);
@@ -161,8 +176,8 @@ void policy_trainer::reduce_across_ranks() {
   processed_ = static_cast<int64_t>(S[10]);
   real_ = static_cast<int64_t>(S[11]);
   micro_batches_ = static_cast<int64_t>(S[12]);
-  mismatch_sums_ = S[15] > 0 ? at::tensor(std::vector<double>{S[13], X[3], S[14], S[15]})
-                             : at::Tensor();
+  mismatch_sums_ =
+      S[15] > 0 ? at::tensor(std::vector<double>{S[13], X[3], S[14], S[15]}) : at::Tensor();
   staleness_max_ = static_cast<int64_t>(X[2]);
   prox_ms_ = X[4];
 }

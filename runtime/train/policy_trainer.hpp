@@ -108,7 +108,7 @@ class policy_trainer {
   rl::loss_config loss_cfg_;
   std::unique_ptr<policy_optimizer> optimizer_;  // null when sharded_ steps instead
   std::unique_ptr<sharded_optimizer> sharded_;
-  dist_group* dp_ = nullptr;  // the data-parallel group, if this trainer is one of its ranks
+  dist_group* dp_ = nullptr;     // the data-parallel group, if this trainer is one of its ranks
   dp_commands* cmds_ = nullptr;  // rank 0 of a multi-process group: the other ranks' commands
   update_stats step_here();
   // Data parallel: sums the ranks' gradient sums and mini-batch counts (a collective).

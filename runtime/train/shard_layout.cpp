@@ -21,8 +21,8 @@ shard_layout make_shard_layout(const std::vector<int64_t>& numels, int world) {
   for (int r = 1; r < world; ++r) {
     const int64_t g = total * r / world;
     // The parameter holding flat index g; the boundary moves to an aligned offset inside it.
-    const auto i = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), g) -
-                                       start.begin()) - 1;
+    const auto i =
+        static_cast<size_t>(std::upper_bound(start.begin(), start.end(), g) - start.begin()) - 1;
     int64_t b = i < numels.size() ? start[i] + (g - start[i]) / kShardAlign * kShardAlign : total;
     bound[r] = std::max(b, bound[r - 1]);
   }

@@ -47,8 +47,7 @@ step_outcome sharded_optimizer::step(double lr, bool loss_finite) {
   const auto& mine = layout_.ranks[group_.rank()];
   for (size_t k = 0; k < mine.size(); ++k) {
     const auto& g = params_[mine[k].param].grad();
-    views_[k].mutable_grad() =
-        g.defined() ? segment_of(g, mine[k]) : at::zeros_like(views_[k]);
+    views_[k].mutable_grad() = g.defined() ? segment_of(g, mine[k]) : at::zeros_like(views_[k]);
   }
   auto out = shard_->step(lr, loss_finite, norm);
   if (out.skipped) {

@@ -3,8 +3,8 @@
 // AdamW with its state sharded over a data-parallel group (trainer.shard_optimizer, ZeRO-1
 // style). Every rank holds the whole model and the whole reduced gradient; each steps only the
 // elements of its shard (shard_layout.hpp), keeping AdamW moments for those alone, then each
-// rank broadcasts its updated shard to the others (one shard-sized buffer at a time). The moments, the optimizer's share of memory
-// (2 x 4 bytes per float32 parameter), fall W-fold.
+// rank broadcasts its updated shard to the others (one shard-sized buffer at a time). The moments,
+// the optimizer's share of memory (2 x 4 bytes per float32 parameter), fall W-fold.
 //
 // The gradient norm that clips is the whole model's (every rank computes it from the same
 // reduced gradient), and AdamW is elementwise, so the update equals policy_optimizer's on the
