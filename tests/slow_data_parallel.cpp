@@ -135,3 +135,31 @@ TEST(TrainDataParallel, ADeviceThatDoesNotExistIsRefusedNamingItsKey) {
     EXPECT_NE(r.log.find(key), std::string::npos) << r.log;
   }
 }
+
+TEST(TrainDataParallel, ARankStartedByHandJoinsWithTheRunsConfigAndPort) {
+  // trainer.remote_ranks=1: train starts rank 0 only and waits; rank 1 is started here as a
+  // user on another machine would, from <run_dir>/dp_config.yaml and dp.json's port. The run
+  // must end on the one-rank weights. Bounded: dp.json within 30 s, the run by its timeout.
+  asyncrl::test::temp_dir dir("dp_remote");
+  const auto one = train("sync", "", dir.file("one"));
+  ASSERT_EQ(one.status, 0) << one.log;
+  const std::string run = dir.file("run"), cli = ASYNCRL_CLI;
+  const std::string script =
+      cli + " train -c " + ASYNCRL_SOURCE_DIR + "/configs/sync.yaml" + kTiny +
+      " trainer.data_parallel=2 trainer.remote_ranks=1 runtime.run_dir=" + run + " > " + run +
+      ".train.log 2>&1 & train=$!; "
+      "for i in $(seq 1 300); do [ -s " +
+      run +
+      "/dp.json ] && break; sleep 0.1; done; "
+      "port=$(python3 -c \"import json,sys; print(json.load(open(sys.argv[1]))['port'])\" " +
+      run + "/dp.json); " + cli + " trainer-rank -c " + run +
+      "/dp_config.yaml --rank 1 --join 127.0.0.1:$port > " + run +
+      ".rank1.log 2>&1; rank=$?; "
+      "wait $train; t=$?; echo \"train $t rank $rank\"";
+  std::string out;
+  asyncrl::test::run_command(script, &out);  // sh -c
+  EXPECT_NE(out.find("train 0 rank 0"), std::string::npos)
+      << out << asyncrl::test::read_text(run + ".train.log");
+  const auto s = nlohmann::json::parse(asyncrl::test::read_text(run + "/summary.json"));
+  EXPECT_EQ(s["params_sha256"], one.summary["params_sha256"]);
+}

@@ -135,7 +135,7 @@ void policy_trainer::reduce_across_ranks() {
   }
   dp_->allreduce(sums, reduce_kind::sum);
 
-  // The mini-batch's sums and extremes, on the host: (18,) summed and (5,) maxed.
+  // The mini-batch's sums and extremes, on the host: (16,) summed and (5,) maxed.
   const double inf = std::numeric_limits<double>::infinity();
   auto host = [](const at::Tensor& t) {
     return t.detach().to(at::kCPU, at::kDouble).reshape({-1});
