@@ -11,6 +11,7 @@
 #include "actors/errors.hpp"
 #include "actors/rollouter.hpp"
 #include "runtime/cluster/weight_chunks.hpp"
+#include "runtime/dist/weight_link.hpp"
 
 namespace asyncrl {
 
@@ -26,6 +27,16 @@ struct agent_state {
   weight_snapshot staged;  // the newest complete version (blob empty until one arrived)
   std::vector<rollouter_actor> rollouters;
   size_t alive = 0;
+  // cluster.weights_transport=collective: the link to the trainer's process, while it forms
+  // (link_asked) and once formed; a version on its way over it (received: its bytes).
+  std::shared_ptr<weight_link> link;
+  std::optional<caf::typed_response_promise<bool>> link_asked;
+  struct incoming {
+    weight_broadcast header;
+    caf::typed_response_promise<int64_t> promise;
+    std::shared_ptr<std::vector<char>> received = std::make_shared<std::vector<char>>();
+  };
+  std::optional<incoming> incoming_version;
 };
 
 using agent_ptr = node_agent_actor::stateful_pointer<agent_state>;
@@ -34,6 +45,27 @@ caf::error no_version(agent_ptr self, int64_t v) {
   return caf::make_error(errc::not_ready, "node agent: v" + std::to_string(v) +
                                               " is not staged (have v" +
                                               std::to_string(self->state.staged.version) + ")");
+}
+
+// A complete version's bytes become the staged snapshot: "" or why not.
+std::string stage_bytes(agent_ptr self, const std::vector<char>& bytes, int64_t version) {
+  auto& st = self->state;
+  try {
+    st.staged = unpack_weights(bytes.data(), bytes.size());
+  } catch (const std::exception& e) {
+    return std::string("node agent: weights unusable: ") + e.what();
+  }
+  if (st.staged.version != version)
+    return "node agent: the bytes of v" + std::to_string(version) + " hold v" +
+           std::to_string(st.staged.version);
+  spdlog::debug("worker: v{} staged ({} bytes)", version, bytes.size());
+  return "";
+}
+
+// The link's thread reports to the agent through its address: a link never keeps it alive.
+template <class... Ts>
+void tell(const caf::actor_addr& addr, Ts&&... xs) {
+  if (auto me = caf::actor_cast<caf::actor>(addr)) caf::anon_send(me, std::forward<Ts>(xs)...);
 }
 
 void join(agent_ptr self) {
@@ -112,18 +144,95 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
         if (!why.empty()) return caf::make_error(errc::bad_weights, "node agent: " + why);
         if (!st.assembler.complete()) return st.assembler.received();
         const auto bytes = st.assembler.take();
-        try {
-          st.staged = unpack_weights(bytes.data(), bytes.size());
-        } catch (const std::exception& e) {
-          return caf::make_error(errc::bad_weights,
-                                 std::string("node agent: weights unusable: ") + e.what());
-        }
-        if (st.staged.version != c.version)
-          return caf::make_error(errc::bad_weights, "node agent: chunks of v" +
-                                                        std::to_string(c.version) + " hold v" +
-                                                        std::to_string(st.staged.version));
-        spdlog::debug("worker: v{} staged ({} bytes)", c.version, bytes.size());
+        if (auto bad = stage_bytes(self, bytes, c.version); !bad.empty())
+          return caf::make_error(errc::bad_weights, bad);
         return static_cast<int64_t>(bytes.size());
+      },
+      [self](link_atom, std::string& host, int32_t port, int64_t timeout_ms) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!st.args.collective_weights) {
+          spdlog::info("worker: weights come as CAF chunks (cluster.weights_transport=caf here)");
+          return false;
+        }
+        if (st.link || st.link_asked)
+          return caf::make_error(errc::bad_request, "node agent: a weights link exists already");
+        weight_link_options o;
+        o.host = host;
+        o.port = port;
+        o.sender = false;
+        o.timeout = std::chrono::milliseconds(timeout_ms);
+        o.peer = "the trainer's process";
+        st.link_asked = self->make_response_promise<bool>();
+        st.link = std::make_shared<weight_link>(
+            o, [addr = caf::actor_cast<caf::actor_addr>(self)](const std::string& e) {
+              tell(addr, link_atom::value, e);
+            });
+        return *st.link_asked;
+      },
+      [self](link_atom, std::string& error) {
+        auto& st = self->state;
+        if (!st.link_asked) return;
+        auto rp = std::move(*st.link_asked);
+        st.link_asked.reset();
+        if (!error.empty()) {
+          spdlog::warn("worker: the weights link did not form ({}); weights come as CAF chunks",
+                       error);
+          st.link.reset();  // its thread is done: the rendezvous failed
+          rp.deliver(false);
+          return;
+        }
+        spdlog::info("worker: weights arrive over a collective link (Gloo)");
+        rp.deliver(true);
+      },
+      [self](stage_atom, weight_broadcast& wb) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (!st.has_joined) return caf::make_error(errc::not_ready, "node agent: not joined yet");
+        if (!st.link || st.link_asked)
+          return caf::make_error(errc::bad_request, "node agent: no weights link");
+        if (st.incoming_version)
+          return caf::make_error(errc::bad_request,
+                                 "node agent: v" + std::to_string(wb.version) +
+                                     " over the link "
+                                     "while v" +
+                                     std::to_string(st.incoming_version->header.version) +
+                                     " is still arriving");
+        auto rp = self->make_response_promise<int64_t>();
+        st.incoming_version = agent_state::incoming{wb, rp};
+        auto slot = st.incoming_version->received;
+        st.link->receive(wb.total_bytes,
+                         [addr = caf::actor_cast<caf::actor_addr>(self), slot, v = wb.version](
+                             const std::string& e, std::vector<char> bytes) {
+                           *slot = std::move(bytes);  // read by the agent after the message below
+                           tell(addr, stage_atom::value, v, e);
+                         });
+        return rp;
+      },
+      [self](stage_atom, int64_t v, std::string& error) {
+        auto& st = self->state;
+        if (!st.incoming_version || st.incoming_version->header.version != v) return;
+        auto in = std::move(*st.incoming_version);
+        st.incoming_version.reset();
+        if (!error.empty()) {
+          in.promise.deliver(caf::make_error(errc::bad_weights, "node agent: " + error));
+          return;
+        }
+        const auto& bytes = *in.received;
+        const auto digest = sha256_hex(bytes.data(), bytes.size());
+        if (digest != in.header.digest) {
+          in.promise.deliver(caf::make_error(
+              errc::bad_weights, "node agent: v" + std::to_string(v) +
+                                     " over the link does not match its SHA-256 (got " + digest +
+                                     ", expected " + in.header.digest + "): not used"));
+          return;
+        }
+        const auto bad = stage_bytes(self, bytes, v);
+        const auto n = static_cast<int64_t>(bytes.size());
+        in.received->clear();
+        in.received->shrink_to_fit();
+        if (!bad.empty())
+          in.promise.deliver(caf::make_error(errc::bad_weights, bad));
+        else
+          in.promise.deliver(n);
       },
       [self](launch_atom, int64_t v) -> caf::result<std::vector<caf::actor>> {
         auto& st = self->state;

@@ -28,6 +28,9 @@ struct node_agent_args {
   int32_t pid = 0;
   std::chrono::milliseconds timeout{30000};  // join, and each load into a local rollouter
   std::string secret;  // the run's secret, presented with the join (a run without TLS asks)
+  /// Whether this node accepts a weights link when the run offers one (a worker started with
+  /// cluster.weights_transport=caf declines and gets CAF chunks).
+  bool collective_weights = true;
   /// Builds the environment from the run's parameters (the app's local overrides apply).
   /// Throws on parameters this node cannot run.
   std::function<env_ptr(const worker_setup& setup)> make_env;

@@ -71,6 +71,8 @@ sync_params sync_params_from(const run_config& cfg) {
   p.retries = cfg.async_training.sync_retries;
   p.request_timeout_ms = cfg.cluster.request_timeout_ms;
   p.chunk_bytes = cfg.cluster.chunk_bytes;
+  p.transport = cfg.cluster.weights;
+  p.link_host = weights_link_host(cfg.cluster);
   return p;
 }
 

@@ -6,12 +6,14 @@
 #include "actors/errors.hpp"
 #include "actors/weight_stage.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "runtime/cluster/weight_chunks.hpp"
+#include "runtime/dist/weight_link.hpp"
 #include "runtime/model/weight_sync.hpp"
 
 namespace asyncrl {
@@ -41,6 +43,7 @@ struct node {
   caf::actor agent;
   int64_t staged = -1;  // the newest version the agent holds complete
   std::set<int32_t> workers;
+  std::shared_ptr<weight_link> link;  // cluster.weights_transport=collective; null: CAF chunks
 };
 
 // Progress of one sync attempt: who has yet to answer the current phase.
@@ -70,6 +73,12 @@ struct sync_state {
   std::shared_ptr<sync_run> running;   // the attempt in progress
   std::shared_ptr<sync_run> retrying;  // a failed attempt waiting for its retry
   weight_snapshot current;             // the weights of the last completed sync
+  // Sends over weights links in flight, by id: what to call with their outcome.
+  std::map<int64_t, std::function<void(const std::string&)>> link_sends;
+  int64_t link_ids = 0;
+  // Links of nodes that are gone, kept until their call in progress ends (within the link's
+  // timeout): destroying a busy link would block this actor until then.
+  std::vector<std::shared_ptr<weight_link>> retired;
   int64_t syncs = 0;
   int64_t retries = 0;
   int64_t tokens = 0;
@@ -123,6 +132,13 @@ void finish(sync_ptr self, std::shared_ptr<sync_run> run, bool ok, const std::st
   idle_again(self);
 }
 
+// A link no one uses any more: freed now if it is idle, else once its call is over.
+void retire(sync_state& st, std::shared_ptr<weight_link> link) {
+  auto& r = st.retired;
+  r.erase(std::remove_if(r.begin(), r.end(), [](const auto& l) { return l->idle(); }), r.end());
+  if (link && !link->idle()) r.push_back(std::move(link));
+}
+
 // A remote node failed a step (a deadline, an error, a lost connection): it leaves the run,
 // the controller regenerates its work, and the sync goes on with the others.
 void drop_node(sync_ptr self, const caf::actor_addr& addr, const std::string& why) {
@@ -131,6 +147,7 @@ void drop_node(sync_ptr self, const caf::actor_addr& addr, const std::string& wh
   if (it == st.nodes.end()) return;
   auto n = std::move(it->second);
   st.nodes.erase(it);
+  retire(st, std::move(n.link));
   for (auto w : n.workers)
     st.members.erase(w);
   spdlog::warn("synchronizer: dropping worker node with rollouter(s) {}: {}",
@@ -265,10 +282,54 @@ void next_phase(sync_ptr self, std::shared_ptr<sync_run> run) {
   }
 }
 
-// Sends one version to a node's agent (actors/weight_stage.hpp); `done` gets "" or why not.
-void stage_node(sync_ptr self, caf::actor agent, int64_t version,
-                std::shared_ptr<const std::vector<char>> packed, std::string digest,
-                std::function<void(const std::string&)> done) {
+// Sends one version over a node's weights link: the number, size and digest by CAF, the bytes
+// by the link's broadcast. Staged when both ends report success; the agent checks the digest.
+void stage_over_link(sync_ptr self, caf::actor agent, const std::shared_ptr<weight_link>& link,
+                     int64_t version, std::shared_ptr<const std::vector<char>> packed,
+                     std::string digest, std::function<void(const std::string&)> done) {
+  auto& st = self->state;
+  struct both {
+    int left = 2;
+    bool over = false;
+  };
+  auto b = std::make_shared<both>();
+  auto one_done = [b, done = std::move(done)](const std::string& why) {
+    if (b->over) return;
+    if (why.empty() && --b->left > 0) return;
+    b->over = true;
+    done(why);
+  };
+  const auto id = ++st.link_ids;
+  st.link_sends[id] = [one_done, version](const std::string& e) {
+    one_done(e.empty() ? e : "weights v" + std::to_string(version) + " over the link: " + e);
+  };
+  // The link's thread reports to this actor through its address: a link outliving the
+  // synchronizer must not keep it alive.
+  link->send(packed, [addr = caf::actor_cast<caf::actor_addr>(self), id](const std::string& e) {
+    if (auto me = caf::actor_cast<caf::actor>(addr)) caf::anon_send(me, stage_atom::value, id, e);
+  });
+  const weight_broadcast wb{version, static_cast<int64_t>(packed->size()), std::move(digest)};
+  // The agent answers once every byte arrived and matched the digest; the link's own timeout
+  // bounds the broadcast, and the request gets as long again.
+  self->request(caf::actor_cast<node_agent_actor>(agent), 2 * st.remote_timeout(),
+                stage_atom::value, wb)
+      .then([one_done](int64_t) { one_done(""); },
+            [self, one_done, version](const caf::error& e) {
+              one_done("weights v" + std::to_string(version) +
+                       " over the link: " + self->system().render(e));
+            });
+}
+
+// Sends one version to a node's agent, over its link if it has one, else in chunks
+// (actors/weight_stage.hpp); `done` gets "" or why not.
+void stage_node(sync_ptr self, caf::actor agent, const std::shared_ptr<weight_link>& link,
+                int64_t version, std::shared_ptr<const std::vector<char>> packed,
+                std::string digest, std::function<void(const std::string&)> done) {
+  if (link) {
+    stage_over_link(self, std::move(agent), link, version, std::move(packed), std::move(digest),
+                    std::move(done));
+    return;
+  }
   stage_params sp;
   sp.version = version;
   sp.packed = std::move(packed);
@@ -304,19 +365,24 @@ void start_attempt(sync_ptr self, std::shared_ptr<sync_run> run) {
   // Stage first, while everyone still generates: the pause then covers only the load.
   pack_for_nodes(st, *run);
   const auto v = run->job.weights.version;
-  std::vector<std::pair<caf::actor_addr, caf::actor>> to_stage;
+  struct target {
+    caf::actor_addr addr;
+    caf::actor agent;
+    std::shared_ptr<weight_link> link;
+  };
+  std::vector<target> to_stage;
   for (auto& [addr, n] : st.nodes)
-    if (n.staged != v) to_stage.emplace_back(addr, n.agent);
+    if (n.staged != v) to_stage.push_back({addr, n.agent, n.link});
   if (!to_stage.empty() && !run->packed) {  // an empty snapshot: nothing a node could load
     finish(self, run, false, "weight sync v" + std::to_string(v) + ": no weights to send");
     return;
   }
-  for (auto& [addr, agent] : to_stage)
-    run->nodes.insert(addr);
+  for (auto& t : to_stage)
+    run->nodes.insert(t.addr);
   const auto a = run->attempt;
-  for (auto& [addr, agent] : to_stage)
-    stage_node(self, agent, v, run->packed, run->digest,
-               [self, run, a, addr = addr, v](const std::string& why) {
+  for (auto& t : to_stage)
+    stage_node(self, t.agent, t.link, v, run->packed, run->digest,
+               [self, run, a, addr = t.addr, v](const std::string& why) {
                  if (stale(*run, a, sync_phase::stage)) return;
                  if (!why.empty()) {
                    drop_node(self, addr, why);
@@ -353,6 +419,96 @@ void start_sync(sync_ptr self, pending_publish job) {
   start_attempt(self, std::move(run));
 }
 
+// cluster.weights_transport=collective: forms the weights link of a joining node, then calls
+// `next` with it, or with nothing (the node takes CAF chunks, and the logs say why).
+template <class Next>
+void open_link(sync_ptr self, const pending_join& j, Next next) {
+  auto& st = self->state;
+  const auto& sp = st.args.env->params.sync;
+  if (sp.transport != weights_transport::collective) {
+    next(nullptr);
+    return;
+  }
+  const auto who =
+      "rollouter(s) " + std::to_string(j.first) + ".." + std::to_string(j.first + j.count - 1);
+  weight_link_options o;
+  o.host = sp.link_host;
+  o.sender = true;
+  o.timeout = st.remote_timeout();
+  o.bucket_bytes = sp.chunk_bytes;
+  o.peer = "the worker of " + who;
+  // The outcome of the rendezvous reaches this side with the first send (a failed link fails it).
+  auto link = std::make_shared<weight_link>(o, [](const std::string&) {});
+  if (link->port() == 0) {
+    spdlog::warn(
+        "synchronizer: cannot listen for a weights link at {}; the worker of {} gets "
+        "CAF chunks",
+        o.host, who);
+    retire(st, std::move(link));
+    next(nullptr);
+    return;
+  }
+  auto fallback = [self, link, who](const std::string& why) mutable {
+    spdlog::warn("synchronizer: no weights link to the worker of {} ({}); it gets CAF chunks", who,
+                 why);
+    retire(self->state, std::move(link));
+  };
+  self->request(caf::actor_cast<node_agent_actor>(j.agent), 2 * st.remote_timeout(),
+                link_atom::value, o.host, static_cast<int32_t>(link->port()),
+                static_cast<int64_t>(o.timeout.count()))
+      .then(
+          [self, link, next, fallback, who, o](bool formed) mutable {
+            if (!formed) {
+              fallback(
+                  "the worker declined: cluster.weights_transport=caf on its command line, "
+                  "or it could not reach " +
+                  o.host + ":" + std::to_string(link->port()));
+              next(nullptr);
+              return;
+            }
+            spdlog::info(
+                "synchronizer: weights reach the worker of {} over a collective link "
+                "(Gloo, {}:{})",
+                who, o.host, link->port());
+            next(link);
+          },
+          [self, next, fallback](const caf::error& e) mutable {
+            fallback(self->system().render(e));
+            next(nullptr);
+          });
+}
+
+// The node holds the current weights: its agent starts its rollouters, which become members.
+void launch_node(sync_ptr self, pending_join j, int64_t v, std::shared_ptr<weight_link> link,
+                 std::function<void(const std::string&)> fail) {
+  auto& st = self->state;
+  self->request(caf::actor_cast<node_agent_actor>(j.agent), st.remote_timeout(), launch_atom::value,
+                v)
+      .then(
+          [self, j, v, fail, link](std::vector<caf::actor>& rs) mutable {
+            auto& st = self->state;
+            if (static_cast<int32_t>(rs.size()) != j.count) {
+              retire(st, link);
+              fail("the node launched " + std::to_string(rs.size()) + " rollouters, not " +
+                   std::to_string(j.count));
+              return;
+            }
+            node n{j.agent, v, {}, std::move(link)};
+            for (int32_t i = 0; i < j.count; ++i) {
+              st.members[j.first + i] =
+                  member{caf::actor_cast<rollouter_actor>(rs[static_cast<size_t>(i)]), j.agent};
+              n.workers.insert(j.first + i);
+            }
+            st.nodes[caf::actor_cast<caf::actor_addr>(j.agent)] = std::move(n);
+            j.promise.deliver(std::move(rs));
+            idle_again(self);
+          },
+          [self, fail, link](const caf::error& e) mutable {
+            retire(self->state, link);
+            fail("launch failed: " + self->system().render(e));
+          });
+}
+
 // A worker process's agent gets the current weights, then launches its rollouters; they
 // become members before any sync can miss them (the synchronizer is busy meanwhile).
 void start_join(sync_ptr self, pending_join j) {
@@ -382,36 +538,19 @@ void start_join(sync_ptr self, pending_join j) {
   std::shared_ptr<const std::vector<char>> packed;
   std::string digest;
   pack_with_digest(st.current, packed, digest);
-  stage_node(self, j.agent, v, packed, digest, [self, j, v, fail](const std::string& why) mutable {
-    if (!why.empty()) {
-      fail(why);
-      return;
-    }
-    auto& st = self->state;
-    self->request(caf::actor_cast<node_agent_actor>(j.agent), st.remote_timeout(),
-                  launch_atom::value, v)
-        .then(
-            [self, j, v, fail](std::vector<caf::actor>& rs) mutable {
-              auto& st = self->state;
-              if (static_cast<int32_t>(rs.size()) != j.count) {
-                fail("the node launched " + std::to_string(rs.size()) + " rollouters, not " +
-                     std::to_string(j.count));
-                return;
-              }
-              node n{j.agent, v, {}};
-              for (int32_t i = 0; i < j.count; ++i) {
-                st.members[j.first + i] =
-                    member{caf::actor_cast<rollouter_actor>(rs[static_cast<size_t>(i)]), j.agent};
-                n.workers.insert(j.first + i);
-              }
-              st.nodes[caf::actor_cast<caf::actor_addr>(j.agent)] = std::move(n);
-              j.promise.deliver(std::move(rs));
-              idle_again(self);
-            },
-            [self, fail](const caf::error& e) mutable {
-              fail("launch failed: " + self->system().render(e));
-            });
-  });
+  auto stage_and_launch = [self, j, v, fail, packed,
+                           digest](std::shared_ptr<weight_link> link) mutable {
+    stage_node(self, j.agent, link, v, packed, digest,
+               [self, j, v, fail, link](const std::string& why) mutable {
+                 if (!why.empty()) {
+                   retire(self->state, link);
+                   fail(why);
+                   return;
+                 }
+                 launch_node(self, std::move(j), v, std::move(link), std::move(fail));
+               });
+  };
+  open_link(self, j, std::move(stage_and_launch));
 }
 
 // The sync or join in progress is over: start what waited for it. Joins first, so that a
@@ -459,6 +598,7 @@ auto on_leave(sync_ptr self) {
         if (auto n = st.nodes.find(addr); n != st.nodes.end()) {
           n->second.workers.erase(w);
           if (n->second.workers.empty()) {
+            retire(st, std::move(n->second.link));
             st.nodes.erase(n);
             if (st.running) st.running->nodes.erase(addr);
           }
@@ -482,6 +622,19 @@ auto on_retry(sync_ptr self) {
   };
 }
 
+// A send over a weights link is over (reported from the link's thread).
+auto on_link_sent(sync_ptr self) {
+  return [self](stage_atom, int64_t id, std::string& error) {
+    auto& st = self->state;
+    auto it = st.link_sends.find(id);
+    if (it == st.link_sends.end()) return;
+    auto done = std::move(it->second);
+    st.link_sends.erase(it);
+    done(error);
+    retire(st, nullptr);  // frees retired links that became idle
+  };
+}
+
 auto on_stop(sync_ptr self) {
   return [self](stop_atom) -> caf::result<int64_t, int64_t> {
     auto& st = self->state;
@@ -497,8 +650,8 @@ auto on_stop(sync_ptr self) {
 // An activity's behaviour: its own publish and join, then the shared handlers.
 template <class OnPublish, class OnJoin>
 synchronizer_actor::behavior_type with_shared(sync_ptr self, OnPublish publish, OnJoin join) {
-  return {std::move(publish), std::move(join), on_respawn(self),
-          on_leave(self),     on_retry(self),  on_stop(self)};
+  return {std::move(publish), std::move(join),    on_respawn(self), on_leave(self),
+          on_retry(self),     on_link_sent(self), on_stop(self)};
 }
 
 // Idle: a publish starts a sync and a join starts the join, at once.

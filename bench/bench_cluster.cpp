@@ -13,7 +13,11 @@
 //        (SHA-256 check) and, when complete, unpack_weights; timed from the first chunk to the
 //        final ack. The parent's pack_weights + sha256_hex are timed separately;
 //     c. in-process: a local request carrying the weight_snapshot (shared by pointer) to a local
-//        actor and back.
+//        actor and back;
+//     d. the weights link (cluster.weights_transport=collective, runtime/dist/weight_link.hpp):
+//        the packed bytes broadcast over a c10d Gloo group of two (the parent sends, the child
+//        receives in `--chunk-mb` buckets, checks the SHA-256 and unpacks, as node_agent does,
+//        then prints "ok"); timed from the send until the child's "ok".
 //  2. Per-group message overhead: a realistic scored_group (G=8, 48 response tokens, 16 prompt
 //     tokens) to an actor that answers with an int64 ack, in-process vs in the child over the
 //     middleman; sequential request/response and pipelined sends with one final ack.
@@ -38,6 +42,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -46,6 +51,7 @@
 #include "bench/bench_util.hpp"
 #include "messages/type_ids.hpp"
 #include "runtime/cluster/weight_chunks.hpp"
+#include "runtime/dist/weight_link.hpp"
 #include "runtime/model/weight_blob.hpp"
 
 using namespace asyncrl;
@@ -133,9 +139,34 @@ struct child_proc {
   }
 };
 
-/// Starts `/proc/self/exe mode --caf-threads N` with its stdout on a pipe and reads the port it
-/// prints (bounded).
-void launch(child_proc& c, const char* mode, size_t threads) {
+/// The next line the child prints (without its newline), waiting at most `bound`; `pending`
+/// holds what was read past a line.
+std::string read_line(int fd, std::string& pending, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (pending.find('\n') == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) throw std::runtime_error("the child printed no line in time");
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno != EINTR) throw std::runtime_error("poll failed");
+    if (r <= 0) continue;
+    char buf[256];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error("the child exited");
+    pending.append(buf, static_cast<size_t>(n));
+  }
+  const auto eol = pending.find('\n');
+  auto line = pending.substr(0, eol);
+  pending.erase(0, eol + 1);
+  return line;
+}
+
+/// Starts `/proc/self/exe mode --caf-threads N [extra...]` with its stdout on a pipe and reads
+/// the port it prints (bounded).
+void launch(child_proc& c, const char* mode, size_t threads, std::vector<std::string> extra = {}) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   const pid_t parent = ::getpid();
@@ -147,7 +178,10 @@ void launch(child_proc& c, const char* mode, size_t threads) {
     std::memcpy(exe, real, static_cast<size_t>(rl) + 1);
   }
   std::string m = mode, t_flag = "--caf-threads", t = std::to_string(threads);
-  char* args[] = {exe, m.data(), t_flag.data(), t.data(), nullptr};
+  std::vector<char*> args{exe, m.data(), t_flag.data(), t.data()};
+  for (auto& x : extra)
+    args.push_back(x.data());
+  args.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -159,7 +193,7 @@ void launch(child_proc& c, const char* mode, size_t threads) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(111);
     if (::dup2(fds[1], STDOUT_FILENO) < 0) ::_exit(112);
-    ::execv(exe, args);
+    ::execv(exe, args.data());
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -283,6 +317,49 @@ int serve_caf(size_t threads) {
   std::fflush(stdout);
   caf::scoped_actor self{sys};
   self->wait_for(srv);
+  return 0;
+}
+
+// --serve-link --port P --total N --digest D --rounds R: the receiving end of the weights link.
+// Prints P once joined ("ready"), then per round "ok" or "bad: why".
+int serve_link(int argc, char** argv) {
+  weight_link_options o;
+  o.sender = false;
+  o.port = std::stoi(bench::arg(argc, argv, "--port", "0"));
+  o.timeout = 60s;
+  o.bucket_bytes = std::stoll(bench::arg(argc, argv, "--bucket", std::to_string(4 << 20)));
+  o.peer = "the bench parent";
+  const auto total = std::stoll(bench::arg(argc, argv, "--total", "0"));
+  const auto digest = bench::arg(argc, argv, "--digest", "");
+  const int rounds = std::stoi(bench::arg(argc, argv, "--rounds", "1"));
+  std::promise<std::string> joined;
+  weight_link link(o, [&](const std::string& e) { joined.set_value(e); });
+  if (auto e = joined.get_future().get(); !e.empty()) {
+    std::fprintf(stderr, "serve-link: %s\n", e.c_str());
+    return 1;
+  }
+  std::printf("%d\n", o.port);
+  std::fflush(stdout);
+  for (int r = 0; r < rounds; ++r) {
+    std::promise<std::pair<std::string, std::vector<char>>> got;
+    link.receive(total, [&](const std::string& e, std::vector<char> b) {
+      got.set_value({e, std::move(b)});
+    });
+    auto [e, bytes] = got.get_future().get();
+    std::string why = e;
+    if (why.empty() && sha256_hex(bytes.data(), bytes.size()) != digest) why = "digest mismatch";
+    if (why.empty()) {
+      try {
+        auto w = unpack_weights(bytes.data(), bytes.size());
+        if (!w.blob) why = "no weights";
+      } catch (const std::exception& ex) {
+        why = ex.what();
+      }
+    }
+    std::printf("%s\n", why.empty() ? "ok" : ("bad: " + why).c_str());
+    std::fflush(stdout);
+    if (!why.empty()) return 1;
+  }
   return 0;
 }
 
@@ -517,6 +594,37 @@ int run_parent(int argc, char** argv) {
     child.stop(2000ms);
   }
 
+  // 1d. The weights link: a c10d Gloo broadcast to the child ----------------------------------
+  std::vector<double> link_s;
+  {
+    weight_link_options o;
+    o.sender = true;
+    o.timeout = 60s;
+    o.bucket_bytes = chunk_bytes;
+    o.peer = "the bench child";
+    std::promise<std::string> joined;
+    weight_link link(o, [&](const std::string& e) { joined.set_value(e); });
+    if (link.port() <= 0) throw failure("weights link: cannot listen");
+    auto packed = std::make_shared<const std::vector<char>>(packed0);
+    const auto digest = sha256_hex(packed->data(), packed->size());
+    child_proc child;
+    launch(child, "--serve-link", threads,
+           {"--port", std::to_string(link.port()), "--total", std::to_string(total), "--digest",
+            digest, "--bucket", std::to_string(chunk_bytes), "--rounds", std::to_string(reps + 1)});
+    if (auto e = joined.get_future().get(); !e.empty()) throw failure("weights link: " + e);
+    std::string pending;
+    for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
+      const double t0 = bench::now_s();
+      std::promise<std::string> sent;
+      link.send(packed, [&](const std::string& e) { sent.set_value(e); });
+      if (auto e = sent.get_future().get(); !e.empty()) throw failure("weights link: " + e);
+      const auto line = read_line(child.out_fd, pending, 120s);
+      if (line != "ok") throw failure("weights link: the child says " + line);
+      if (r >= 0) link_s.push_back(bench::now_s() - t0);
+    }
+    child.stop(3000ms);
+  }
+
   caf::actor_system_config cfg;
   configure(cfg, threads);
   caf::actor_system sys{cfg};
@@ -629,6 +737,11 @@ int run_parent(int argc, char** argv) {
         {"sha256_ms", sha_med * 1e3},
         {"bytes_per_s_incl_pack_sha", bytes / (caf_med + pack_med + sha_med)}}},
       {"ratio_remote_to_raw_tcp", tcp_med / caf_med},
+      {"collective_link",
+       {{"bytes_per_s", bytes / bench::median(link_s)},
+        {"ms", bench::median(link_s) * 1e3},
+        {"runs_ms", ms(link_s)},
+        {"ratio_to_caf_remote_chunked", caf_med / bench::median(link_s)}}},
       {"in_process",
        {{"us_per_request", bench::median(local_load_us)},
         {"runs_us", local_load_us},
@@ -659,7 +772,12 @@ int run_parent(int argc, char** argv) {
       "the child that runs weight_assembler (SHA-256 check of the whole) and unpack_weights; "
       "time from the first chunk until the last ack; pack_weights and sha256_hex are timed "
       "separately in the parent and included only in bytes_per_s_incl_pack_sha. "
-      "ratio_remote_to_raw_tcp = caf bytes_per_s / raw bytes_per_s. in_process: a local "
+      "ratio_remote_to_raw_tcp = caf bytes_per_s / raw bytes_per_s. collective_link: the "
+      "weights link of cluster.weights_transport=collective: the packed bytes broadcast over a "
+      "c10d Gloo group of two in chunk_bytes buckets; the child checks the SHA-256 and unpacks "
+      "(as node_agent), then prints ok; time from the send until that line; "
+      "ratio_to_caf_remote_chunked = caf ms / link ms (above 1: the link is faster). "
+      "in_process: a local "
       "request (load, weight_snapshot) whose reply is the version, the snapshot shared by "
       "pointer; mean over requests_per_run. All group and in_process messages are sent by a "
       "detached event-based actor (as a rollouter) to a scheduled one, so local round trips "
@@ -679,6 +797,7 @@ int run_parent(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (bench::flag(argc, argv, "--serve-tcp")) return serve_tcp();
   if (bench::flag(argc, argv, "--serve-caf")) return serve_caf(caf_threads(argc, argv));
+  if (bench::flag(argc, argv, "--serve-link")) return serve_link(argc, argv);
   try {
     return run_parent(argc, argv);
   } catch (const std::exception& e) {

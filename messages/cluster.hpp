@@ -47,6 +47,15 @@ struct weight_chunk {
   std::vector<char> bytes;
 };
 
+/// A weight version about to arrive over the node's weights link (cluster.weights_transport=
+/// collective) instead of in chunks: the same packed bytes, broadcast by c10d, used only if
+/// their SHA-256 equals `digest`. The number and the digest travel here, by CAF.
+struct weight_broadcast {
+  int64_t version = 0;
+  int64_t total_bytes = 0;
+  std::string digest;  // SHA-256 (hex) of the packed bytes
+};
+
 /// Chunk `index` of the packed bytes of `version` cut in pieces of `chunk_bytes`.
 inline weight_chunk make_weight_chunk(const std::vector<char>& packed, int64_t version,
                                       int64_t chunk_bytes, int32_t index,
@@ -79,6 +88,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, weight_chunk& x) {
   return f(caf::meta::type_name("weight_chunk"), x.version, x.index, x.count, x.offset,
            x.total_bytes, x.digest, x.bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, weight_broadcast& x) {
+  return f(caf::meta::type_name("weight_broadcast"), x.version, x.total_bytes, x.digest);
 }
 
 }  // namespace asyncrl

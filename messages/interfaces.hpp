@@ -87,6 +87,7 @@ using synchronizer_actor = caf::typed_actor<
     caf::replies_to<join_atom, caf::actor, int32_t, int32_t>::with<std::vector<caf::actor>>,
     caf::reacts_to<leave_atom, std::vector<int32_t>>,     // these workers are gone
     caf::reacts_to<retry_atom>,                           // (self) retry a failed sync
+    caf::reacts_to<stage_atom, int64_t, std::string>,     // (self) link send n is over: error
     caf::replies_to<stop_atom>::with<int64_t, int64_t>>;  // syncs, retries
 
 /// Consumes groups, steps the optimizer, triggers syncs. A stop names how many groups the
@@ -110,7 +111,13 @@ using node_agent_actor = caf::typed_actor<
     // Launch the rollouters under a staged version -> their handles, in worker order.
     caf::replies_to<launch_atom, int64_t>::with<std::vector<caf::actor>>,
     caf::replies_to<load_atom, int64_t>::with<int64_t>,  // load a staged version -> version
-    caf::reacts_to<stop_atom>>;                          // the run is over
+    // Form the weights link at the sender's host, port, within ms -> whether it formed (false:
+    // this node takes CAF chunks); then stage versions broadcast over it -> their bytes.
+    caf::replies_to<link_atom, std::string, int32_t, int64_t>::with<bool>,
+    caf::replies_to<stage_atom, weight_broadcast>::with<int64_t>,
+    caf::reacts_to<link_atom, std::string>,            // (self) the link formed, or why not
+    caf::reacts_to<stage_atom, int64_t, std::string>,  // (self) version v arrived, or why not
+    caf::reacts_to<stop_atom>>;                        // the run is over
 
 /// Wires the roles, owns the data loader and the run's output, supervises the children.
 using controller_actor = caf::typed_actor<

@@ -42,6 +42,7 @@ CAF_ADD_TYPE_ID(asyncrl, (std::vector<uint64_t>))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::join_request))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::join_reply))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::weight_chunk))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::weight_broadcast))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::console_request))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::console_reply))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::live_settings))
@@ -95,6 +96,7 @@ CAF_ADD_ATOM(asyncrl, asyncrl, hang_atom, "hang")
 CAF_ADD_ATOM(asyncrl, asyncrl, delay_atom, "delay")
 CAF_ADD_ATOM(asyncrl, asyncrl, kill_atom, "kill")
 CAF_ADD_ATOM(asyncrl, asyncrl, activity_atom, "activity")
+CAF_ADD_ATOM(asyncrl, asyncrl, link_atom, "link")
 
 namespace asyncrl {
 

@@ -135,6 +135,7 @@ synchronizer_actor fake_synchronizer(coordinated_system& cs, sync_hooks hooks) {
             },
             [](leave_atom, std::vector<int32_t>&) {},
             [](retry_atom) {},
+            [](stage_atom, int64_t, std::string&) {},
             [](stop_atom) -> caf::result<int64_t, int64_t> {
               return {int64_t{0}, int64_t{0}};
             },

@@ -25,7 +25,7 @@ namespace {
 constexpr int kGroups = 3, kG = 4;
 constexpr int64_t kVersion = 2;  // the trainer's version; tokens are 0, 1 or 2 steps stale
 
-CausalLM fresh_policy() {
+CausalLM improvement_policy() {
   return init_causal_lm(test::tiny_model_config(), 0.3, 11, torch::kCPU);
 }
 
@@ -42,7 +42,7 @@ std::vector<scored_sample> make_batch(uint64_t seed) {
 // Log-probs (Lr,) of one response under `model`, in the model's dtype, from a plain causal
 // forward of [prompt, response]: the logits at position Lp - 1 + j predict response token j.
 // Built without pack_samples, so an off-by-one in the trainer's packing does not cancel out.
-at::Tensor plain_logprobs(CausalLMImpl& model, const scored_sample& s) {
+at::Tensor reference_logprobs(CausalLMImpl& model, const scored_sample& s) {
   std::vector<int64_t> ids(s.prompt.begin(), s.prompt.end());
   ids.insert(ids.end(), s.response.begin(), s.response.end());
   const auto T = static_cast<int64_t>(ids.size());
@@ -61,7 +61,7 @@ std::vector<double> log_likelihoods(CausalLMImpl& model, const std::vector<score
   at::NoGradGuard ng;
   std::vector<double> out;
   for (auto& s : b)
-    out.push_back(plain_logprobs(model, s).to(at::kDouble).sum().item<double>());
+    out.push_back(reference_logprobs(model, s).to(at::kDouble).sum().item<double>());
   return out;
 }
 
@@ -137,7 +137,7 @@ step_result one_step(const improvement_case& c, std::vector<scored_sample> batch
                      const std::vector<double>& adv) {
   const auto part = std::get<1>(c);
   const bool f64 = std::get<4>(c) == train_precision::float64;
-  policy_trainer t(fresh_policy(), settings_for(c));
+  policy_trainer t(improvement_policy(), settings_for(c));
   t.set_version(kVersion);
   std::vector<const scored_sample*> all;
   for (auto& s : batch)
@@ -188,7 +188,7 @@ TEST_P(PolicyImprovement, OneStepRaisesTheAdvantageWeightedLikelihood) {
   // Evaluation noise of J: float32 log-probs carry ~1e-7 relative error per token.
   double scale = 0;
   {
-    auto probe = fresh_policy();
+    auto probe = improvement_policy();
     auto ll = log_likelihoods(*probe, batch);
     for (size_t i = 0; i < batch.size(); ++i)
       scale += std::abs(adv[i] * ll[i]);

@@ -363,6 +363,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
     s.type(join_reply{ws, 8, local, remote, caf::actor{}});
   }
   s.type(make_chunk());
+  s.type(weight_broadcast{1LL << 35, (1LL << 33) + 7, std::string(64, 'b')});
   s.type(console_request{static_cast<int32_t>(console_cmd::set), {"trainer.lr", "1e-5"}, true});
   s.type(console_reply{true, "", "{\"key\": \"trainer.lr\", \"effective_step\": 17}"});
   s.type(live_settings{0.5, 2, 3, 1.5e-5, 10, 20});
@@ -376,6 +377,8 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.message(join_atom::value, local, int32_t{8}, int32_t{3});
   s.message(leave_atom::value, std::vector<int32_t>{8, 9});
   s.message(stage_atom::value, make_chunk());
+  s.message(stage_atom::value, weight_broadcast{12, 4096, std::string(64, 'c')});
+  s.message(link_atom::value, std::string("10.0.0.1"), int32_t{40123}, int64_t{30000});
   s.message(launch_atom::value, int64_t{9});
   s.message(load_atom::value, int64_t{9});
   s.message(load_atom::value, weight_snapshot{9, make_blob(2.0f)});

@@ -158,6 +158,18 @@ node_agent_actor fake_agent(test::coordinated_system& cs, log_ptr log, ctl_ptr c
               }
               return so_far;
             },
+            // A node that declines the weights link (as a worker with
+            // cluster.weights_transport=caf does): the synchronizer must fall back to chunks.
+            [=](link_atom, std::string&, int32_t, int64_t) -> caf::result<bool> {
+              log->events.push_back("agent declines the link");
+              return false;
+            },
+            [=](stage_atom, weight_broadcast& wb) -> caf::result<int64_t> {
+              log->events.push_back("agent broadcast v" + std::to_string(wb.version));
+              return caf::make_error(caf::sec::invalid_argument, "fake agent: no link");
+            },
+            [](link_atom, std::string&) {},
+            [](stage_atom, int64_t, std::string&) {},
             [=](launch_atom, int64_t v) -> caf::result<std::vector<caf::actor>> {
               log->events.push_back("agent launch v" + std::to_string(v));
               if (!ctl->staged.count(v))
@@ -667,6 +679,27 @@ TEST_F(SynchronizerNodes, LeaveOfTheOnlyNodeMidStageCompletesTheSyncWithNobody) 
   EXPECT_EQ(count(log, "remote pause"), 0u);
   EXPECT_EQ(log->synced, std::vector<int64_t>{1});
   EXPECT_TRUE(log->failures.empty()) << log->failures.front();
+}
+
+TEST_F(SynchronizerNodes, ANodeThatDeclinesTheWeightsLinkGetsChunks) {
+  // cluster.weights_transport=collective, and the node declines its link (a worker started with
+  // cluster.weights_transport=caf, or one that cannot reach the link's port). Fails if: the join
+  // fails or waits instead of falling back; the synchronizer still sends the version over the
+  // link (the agent would refuse it: "agent broadcast"); a later sync forgets the fallback.
+  auto remote = rollouter("remote");
+  start({}, {remote}, cluster_env({"cluster.weights_transport=collective"}));
+  ASSERT_TRUE(join_now(cs, sync, agent, 0, 1));
+  EXPECT_EQ(count(log, "agent declines the link"), 1u);
+  EXPECT_EQ(count(log, "agent broadcast"), 0u);
+  EXPECT_EQ(count(log, "agent stage v0"), static_cast<size_t>(chunks_of(make_weights(0, 1.f))));
+  EXPECT_EQ(count(log, "agent launch v0"), 1u);
+
+  auto report = publish(cs, sync, make_weights(1, 2.f));
+  ASSERT_TRUE(cs.run_until([&] { return report->has_value(); }, 0));
+  EXPECT_TRUE((*report)->ok) << (*report)->error;
+  EXPECT_EQ(count(log, "agent broadcast"), 0u);
+  EXPECT_EQ(count(log, "agent stage v1"), static_cast<size_t>(chunks_of(make_weights(1, 2.f))));
+  EXPECT_EQ(count(log, "agent load v1"), 1u);
 }
 
 }  // namespace

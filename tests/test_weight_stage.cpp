@@ -29,6 +29,10 @@ node_agent_actor silent_agent(test::coordinated_system& cs) {
               return std::vector<caf::actor>{};
             },
             [](load_atom, int64_t v) -> caf::result<int64_t> { return v; },
+            [](link_atom, std::string&, int32_t, int64_t) -> caf::result<bool> { return false; },
+            [](stage_atom, weight_broadcast&) -> caf::result<int64_t> { return int64_t{0}; },
+            [](link_atom, std::string&) {},
+            [](stage_atom, int64_t, std::string&) {},
             [](stop_atom) {},
         };
       }));

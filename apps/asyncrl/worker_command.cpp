@@ -31,10 +31,13 @@ namespace {
 
 // The run's config comes from the controller; a worker may only set what concerns this
 // machine. Anything else would silently make its rollouts differ from the run's.
-const char* const kLocalKeys[] = {
-    "cluster.tls.certificate", "cluster.tls.key", "cluster.tls.ca",    "cluster.request_timeout_ms",
-    "runtime.device",          "rollout.device",  "runtime.log_level", "runtime.caf_threads",
-    "rollout.threads",         "model.path",      "runtime.affinity",  "rollout.devices"};
+const char* const kLocalKeys[] = {"cluster.tls.certificate",  "cluster.tls.key",
+                                  "cluster.tls.ca",           "cluster.request_timeout_ms",
+                                  "runtime.device",           "rollout.device",
+                                  "runtime.log_level",        "runtime.caf_threads",
+                                  "rollout.threads",          "model.path",
+                                  "runtime.affinity",         "rollout.devices",
+                                  "cluster.weights_transport"};
 
 void check_local(const std::vector<std::string>& overrides) {
   for (auto& o : overrides) {
@@ -195,6 +198,9 @@ int run_worker_command(const worker_options& opt) {
     na.timeout = std::chrono::milliseconds(cluster.request_timeout_ms);
     na.secret = secret;
     na.make_env = env_for;
+    // The run decides the transport; a worker can only decline the link (and get CAF chunks).
+    na.collective_weights = !(keys_of(overrides).count("cluster.weights_transport") &&
+                              local->cfg.cluster.weights == weights_transport::caf);
     auto lost = na.lost;
     auto agent = spawn_node_agent(sys, std::move(na));
     {

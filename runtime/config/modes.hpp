@@ -35,4 +35,15 @@ constexpr const auto& enum_names(trainer_failure_action) {
   return trainer_failure_action_names;
 }
 
+/// cluster.weights_transport: how weight versions reach `asyncrl worker` processes.
+enum class weights_transport {
+  caf,         // checksummed CAF chunks through the controller's connection (any network, TLS)
+  collective,  // a c10d broadcast over a link of two processes per worker (Gloo over TCP)
+};
+inline constexpr enum_name<weights_transport> weights_transport_names[] = {
+    {weights_transport::caf, "caf"}, {weights_transport::collective, "collective"}};
+constexpr const auto& enum_names(weights_transport) {
+  return weights_transport_names;
+}
+
 }  // namespace asyncrl

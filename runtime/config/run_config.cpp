@@ -1,5 +1,7 @@
 #include "runtime/config/run_config.hpp"
 
+#include <algorithm>
+
 #include "runtime/cluster/address.hpp"
 
 namespace asyncrl {
@@ -456,9 +458,29 @@ void bind_cluster(config_schema& s, cluster_section& c) {
         "bound of every request to a remote node (join, weight chunk, load); a node that misses "
         "it is dropped and its work regenerated",
         positive_int());
+  s.add_enum("cluster.weights_transport", &c.weights,
+             "how weight versions reach worker processes: caf = checksummed chunks over the "
+             "controller's connection; collective = a c10d (Gloo) broadcast over a link of two "
+             "processes per worker, in buckets of cluster.chunk_bytes, its SHA-256 still checked "
+             "(a worker that cannot join its link gets CAF chunks, and the logs say so)");
+  s.add("cluster.weights_listen", &c.weights_listen,
+        "collective: the host (of this machine) where each worker's link listens; empty = the "
+        "host of cluster.listen",
+        [](const std::string& v) {
+          // One colon is host:port (IPv6 addresses have several).
+          return std::count(v.begin(), v.end(), ':') == 1
+                     ? std::string("a host, without a port (each link picks a free port)")
+                     : std::string();
+        });
 }
 
 }  // namespace
+
+std::string weights_link_host(const cluster_section& c) {
+  if (!c.weights_listen.empty()) return c.weights_listen;
+  if (c.listen == "off") return "";
+  return split_host_port(c.listen).first;
+}
 
 void run_config::bind(config_schema& s) {
   bind_model(s, model);
@@ -577,6 +599,13 @@ void cross_check(const loaded_config& lc) {
          "'" + tr.dist_listen +
              "' is not a loopback address: c10d's traffic is not encrypted; set "
              "cluster.allow_insecure=true on a network you trust (docs/scaling.md)");
+  if (c.cluster.weights == weights_transport::collective && !c.cluster.allow_insecure &&
+      !weights_link_host(c.cluster).empty() && !is_loopback_host(weights_link_host(c.cluster)))
+    fail("cluster.weights_transport",
+         "collective sends the weights unencrypted (Gloo over TCP) and listens on '" +
+             weights_link_host(c.cluster) +
+             "', not a loopback address: set cluster.allow_insecure=true on a network you trust, "
+             "or keep caf (TLS applies to it)");
   if (c.rollout.num_workers == 0 && c.cluster.listen == "off")
     fail("rollout.num_workers",
          "0 (remote rollouters only) needs cluster.listen: workers could never join");

@@ -46,4 +46,8 @@ std::unique_ptr<loaded_config> load_config(const std::string& path,
 std::unique_ptr<loaded_config> load_config_text(const std::string& yaml, const std::string& name,
                                                 const std::vector<std::string>& overrides);
 
+/// Where the weights links listen (cluster.weights_transport=collective): cluster.weights_listen,
+/// else the host of cluster.listen ("" when there is no listener).
+std::string weights_link_host(const cluster_section& c);
+
 }  // namespace asyncrl

@@ -206,6 +206,8 @@ struct cluster_section {
   cluster_tls_config tls;
   int64_t chunk_bytes = 4 << 20;       // weights cross the network in chunks of this size
   int64_t request_timeout_ms = 30000;  // bound of every request to a remote node
+  weights_transport weights = weights_transport::caf;
+  std::string weights_listen;  // collective: host of the links' stores; "" = cluster.listen's host
 };
 
 /// `asyncrl simulate`: devices and per-device costs of the discrete-event model.

@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -15,14 +16,16 @@ struct dist_group::impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
   std::chrono::milliseconds timeout{0};
+  std::string name;
 };
 
 namespace {
 
 // c10::Error's what() carries a C++ backtrace; the message alone is what a user needs.
 template <class F>
-auto guarded(const std::string& what, int rank, int world, F&& f) -> decltype(f()) {
-  const auto where = "data-parallel rank " + std::to_string(rank) + " of " + std::to_string(world) +
+auto guarded(const std::string& name, const std::string& what, int rank, int world, F&& f)
+    -> decltype(f()) {
+  const auto where = name + " rank " + std::to_string(rank) + " of " + std::to_string(world) +
                      ": " + what + " failed: ";
   try {
     return f();
@@ -53,43 +56,56 @@ dist_group::~dist_group() = default;
 std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
                                                 const std::function<void(int)>& on_listening) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
-    throw std::invalid_argument("data-parallel group: rank " + std::to_string(o.rank) +
+    throw std::invalid_argument(o.name + " group: rank " + std::to_string(o.rank) +
                                 " is not in [0, " + std::to_string(o.world) + ")");
   if (o.rank != 0 && o.port <= 0)
-    throw std::invalid_argument("data-parallel group: rank " + std::to_string(o.rank) +
+    throw std::invalid_argument(o.name + " group: rank " + std::to_string(o.rank) +
                                 " needs rank 0's port");
   auto p = std::make_unique<impl>();
   p->timeout = o.timeout;
+  p->name = o.name;
   const auto ms = std::to_string(o.timeout.count());
-  guarded("joining the store at " + o.host + ":" + std::to_string(o.port), o.rank, o.world, [&] {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(o.port);
-    so.isServer = o.rank == 0;
-    so.waitWorkers = false;  // we wait for named ranks below, to say which are missing
-    so.timeout = o.timeout;
-    p->store = c10::make_intrusive<c10d::TCPStore>(o.host, so);
-  });
+  guarded(o.name, "joining the store at " + o.host + ":" + std::to_string(o.port), o.rank, o.world,
+          [&] {
+            c10d::TCPStoreOptions so;
+            so.port = static_cast<std::uint16_t>(o.port);
+            so.isServer = o.rank == 0;
+            so.waitWorkers = false;  // we wait for named ranks below, to say which are missing
+            // libtorch 1.13's store client counts its connect timeout in whole seconds: below 1 s
+            // it gives up at once. The rendezvous below keeps the group's own timeout.
+            so.timeout = std::max<std::chrono::milliseconds>(o.timeout, std::chrono::seconds(2));
+            p->store = c10::make_intrusive<c10d::TCPStore>(o.host, so);
+          });
   const int port = p->store->getPort();
   if (o.rank == 0 && on_listening) on_listening(port);
-  guarded("the rendezvous", o.rank, o.world, [&] {
+  guarded(o.name, "the rendezvous", o.rank, o.world, [&] {
     p->store->set(joined_key(o.prefix, o.rank), std::vector<uint8_t>{1});
     std::vector<std::string> keys;
     for (int r = 0; r < o.world; ++r)
       keys.push_back(joined_key(o.prefix, r));
-    try {
-      p->store->wait(keys, o.timeout);
-    } catch (const std::exception&) {
-      std::string missing;
-      for (int r = 0; r < o.world; ++r)
-        if (!p->store->check({joined_key(o.prefix, r)}))
-          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      throw dist_error("data-parallel rank " + std::to_string(o.rank) + " of " +
-                       std::to_string(o.world) + ": rank(s) " + missing +
-                       " did not join the group at " + o.host + ":" + std::to_string(port) +
-                       " within " + ms + " ms");
+    // Polled with check(), as in fetch(): a timed-out store wait() leaves libtorch 1.13's client
+    // out of step, and polling lets an owner that goes away abandon the wait.
+    const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+    auto pause = std::chrono::microseconds(200);
+    while (!p->store->check(keys)) {
+      if (o.abandoned && o.abandoned())
+        throw dist_error(o.name + " rank " + std::to_string(o.rank) + " of " +
+                         std::to_string(o.world) + ": abandoned while waiting for the others");
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::string missing;
+        for (int r = 0; r < o.world; ++r)
+          if (!p->store->check({joined_key(o.prefix, r)}))
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        throw dist_error(o.name + " rank " + std::to_string(o.rank) + " of " +
+                         std::to_string(o.world) + ": rank(s) " + missing +
+                         " did not join the group at " + o.host + ":" + std::to_string(port) +
+                         " within " + ms + " ms");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(20000));
     }
   });
-  guarded("forming the Gloo group", o.rank, o.world, [&] {
+  guarded(o.name, "forming the Gloo group", o.rank, o.world, [&] {
     auto go = c10d::ProcessGroupGloo::Options::create(o.timeout);
     go->devices.push_back(loopback(o.host)
                               ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
@@ -101,7 +117,7 @@ std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
 }
 
 void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int64_t bucket_bytes) {
-  guarded("allreduce", rank_, world_, [&] {
+  guarded(impl_->name, "allreduce", rank_, world_, [&] {
     c10d::AllreduceOptions ao;
     ao.reduceOp = op == reduce_kind::sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
     ao.timeout = impl_->timeout;
@@ -159,7 +175,7 @@ void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int
 }
 
 void dist_group::broadcast(std::vector<at::Tensor>& tensors, int root) {
-  guarded("broadcast", rank_, world_, [&] {
+  guarded(impl_->name, "broadcast", rank_, world_, [&] {
     c10d::BroadcastOptions bo;
     bo.rootRank = root;
     bo.timeout = impl_->timeout;
@@ -174,7 +190,7 @@ void dist_group::broadcast(std::vector<at::Tensor>& tensors, int root) {
 }
 
 std::vector<at::Tensor> dist_group::allgather(const at::Tensor& mine) {
-  return guarded("allgather", rank_, world_, [&] {
+  return guarded(impl_->name, "allgather", rank_, world_, [&] {
     std::vector<at::Tensor> in{mine.contiguous()};
     std::vector<std::vector<at::Tensor>> out(1);
     for (int r = 0; r < world_; ++r)
@@ -185,7 +201,7 @@ std::vector<at::Tensor> dist_group::allgather(const at::Tensor& mine) {
 }
 
 void dist_group::broadcast_bytes(std::string& bytes, int root) {
-  guarded("broadcast", rank_, world_, [&] {
+  guarded(impl_->name, "broadcast", rank_, world_, [&] {
     c10d::BroadcastOptions bo;
     bo.rootRank = root;
     bo.timeout = impl_->timeout;
@@ -200,13 +216,13 @@ void dist_group::broadcast_bytes(std::string& bytes, int root) {
 }
 
 void dist_group::post(const std::string& key, const std::string& bytes) {
-  guarded("posting " + key, rank_, world_,
+  guarded(impl_->name, "posting " + key, rank_, world_,
           [&] { impl_->store->set(key, std::vector<uint8_t>(bytes.begin(), bytes.end())); });
 }
 
 std::optional<std::string> dist_group::fetch(const std::string& key,
                                              std::chrono::milliseconds wait) {
-  return guarded("reading " + key, rank_, world_, [&]() -> std::optional<std::string> {
+  return guarded(impl_->name, "reading " + key, rank_, world_, [&]() -> std::optional<std::string> {
     // Polled with check(), which answers at once: a store wait() that times out leaves its
     // answer pending on the connection in libtorch 1.13, and the next request would read it.
     const auto deadline = std::chrono::steady_clock::now() + wait;
@@ -224,11 +240,11 @@ std::optional<std::string> dist_group::fetch(const std::string& key,
 }
 
 void dist_group::erase(const std::string& key) {
-  guarded("erasing " + key, rank_, world_, [&] { impl_->store->deleteKey(key); });
+  guarded(impl_->name, "erasing " + key, rank_, world_, [&] { impl_->store->deleteKey(key); });
 }
 
 void dist_group::barrier() {
-  guarded("barrier", rank_, world_, [&] { impl_->pg->barrier()->wait(); });
+  guarded(impl_->name, "barrier", rank_, world_, [&] { impl_->pg->barrier()->wait(); });
 }
 
 }  // namespace asyncrl

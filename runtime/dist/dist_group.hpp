@@ -32,6 +32,10 @@ struct dist_options {
   int world = 1;
   std::chrono::milliseconds timeout{60000};  // the rendezvous and every collective
   std::string prefix = "asyncrl";            // keys of this group in the store
+  std::string name = "data-parallel";  // what its errors call it ("data-parallel rank 1 of 2")
+  /// Polled while the rendezvous waits for the other ranks: true gives up at once (the owner
+  /// is going away). Empty: wait for the timeout.
+  std::function<bool()> abandoned;
 };
 
 enum class reduce_kind { sum, max };

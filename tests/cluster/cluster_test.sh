@@ -17,6 +17,10 @@
 #   join              a worker joins a running periodic job and starts at the current version
 #   tls               mutual TLS: a plain-TCP peer, an anonymous-TLS peer and a peer from
 #                     another CA are refused at the handshake (and logged); one from the CA joins
+#   theorem1 collective  as theorem1, with cluster.weights_transport=collective: w1's weights
+#                     arrive over its Gloo link, w2 declines its link (cluster.weights_transport=caf
+#                     on its command line) and gets CAF chunks; the weights still equal sync's
+#   kill collective   as kill, with every worker on a weights link
 set -euo pipefail
 
 BIN=$(readlink -f "${1:?asyncrl binary}")
@@ -30,6 +34,13 @@ COMMON=(trainer.total_steps=16 checkpoint.every_steps=0 runtime.progress_timeout
         runtime.log_level=info cluster.request_timeout_ms=5000)
 
 source "$ROOT/tests/multiprocess_lib.sh"
+
+# `collective` as the last argument: weights reach the workers over Gloo links.
+COLLECTIVE=0
+if [[ " ${*:3} " == *" collective "* ]]; then
+  COLLECTIVE=1
+  COMMON+=(cluster.weights_transport=collective)
+fi
 
 # asyncrl_of WRAPPER_PID: the asyncrl process itself, not its timeout wrapper (sets VICTIM).
 asyncrl_of() {
@@ -71,9 +82,22 @@ case "$CASE" in
     start_train remote async_training.mode=periodic rollout.num_workers=0 "${prec[@]}"
     port=$(port_of "$WORK/remote")
     start_worker w1 "$port"
-    start_worker w2 "$port"
+    if [[ $COLLECTIVE == 1 ]]; then
+      start_worker w2 "$port" cluster.weights_transport=caf
+    else
+      start_worker w2 "$port"
+    fi
     wait_train
     check_summary "$WORK/remote" 2 0 || fail "accounting (theorem1)"
+    if [[ $COLLECTIVE == 1 ]]; then
+      # Which worker got which transport, said on both sides.
+      [[ $(grep -c "over a collective link" "$WORK/remote.log") == 1 ]] ||
+        fail "the controller should report exactly one worker on a collective link"
+      [[ $(grep -c "it gets CAF chunks" "$WORK/remote.log") == 1 ]] ||
+        fail "the controller should report exactly one worker falling back to CAF chunks"
+      grep -q "weights arrive over a collective link" "$WORK/w1.log" || fail "w1 is not on its link"
+      grep -q "weights come as CAF chunks" "$WORK/w2.log" || fail "w2 did not decline its link"
+    fi
     a=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_sha256"])' "$WORK/sync/summary.json")
     b=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_sha256"])' "$WORK/remote/summary.json")
     [[ -n "$a" && "$a" == "$b" ]] || fail "sync in one process ($a) != periodic with remote rollouters ($b)"
