@@ -25,12 +25,7 @@ double controller_state::wall_s() const {
 }
 
 int64_t controller_state::tokens_generated() const {
-  int64_t n = base.tokens_generated;
-  for (auto& [w, p] : progress)
-    n += p.tokens_generated;
-  for (auto& [w, t] : tokens_of_dead)
-    n += t;
-  return n;
+  return base.tokens_generated + roster.tokens_generated();
 }
 
 namespace {
@@ -39,11 +34,8 @@ using clock = ctrl_clock;
 
 void write_report(ctrl_ptr self, const step_report& r) {
   auto& st = self->state;
-  std::map<int32_t, double> busy;
-  for (auto& [w, p] : st.progress)
-    busy[w] = p.busy_ms;
-  st.metrics.write(r, st.wall_s(), st.tokens_generated(), busy,
-                   static_cast<int64_t>(st.rollouters.size()));
+  st.metrics.write(r, st.wall_s(), st.tokens_generated(), st.roster.busy_ms(),
+                   static_cast<int64_t>(st.roster.size()));
   st.result.tokens_trained += r.update.tokens_trained;
   st.result.steps = r.step;
   st.last_step = clock::now();
@@ -104,9 +96,8 @@ void finish_run(ctrl_ptr self) {
     r.groups_generated += c.groups_completed;
     r.tokens_generated += c.tokens_generated;
   }
-  for (auto& [w, t] : st.tokens_of_dead)  // crashed incarnations
-    r.tokens_generated += t;
-  r.groups_generated += st.groups_of_dead;
+  r.tokens_generated += st.roster.dead_tokens();  // crashed incarnations
+  r.groups_generated += st.roster.dead_groups();
   add_role_faults(r);  // the Reward's and the live rollouters' parts of run_result::faults
   add_resumed_totals(st);
   r.groups_trained = r.trainer.trained;
@@ -213,12 +204,12 @@ void after_rollouters(ctrl_ptr self) {
 void stop_rollouters(ctrl_ptr self) {
   auto& st = self->state;
   enter(self, shutdown_step::rollouters);
-  auto remaining = std::make_shared<size_t>(st.rollouters.size());
+  auto remaining = std::make_shared<size_t>(st.roster.size());
   if (*remaining == 0) {
     after_rollouters(self);
     return;
   }
-  for (auto& [w, r] : st.rollouters)
+  for (auto& [w, r] : st.roster.live())
     stop_role<high>(self, r, rollout_counts{}, [self, remaining](rollout_counts* c) {
       if (c) self->state.result.rollouters.push_back(*c);
       if (--*remaining == 0) after_rollouters(self);
@@ -291,7 +282,7 @@ std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
   if (tr.phase != trainer_phase::training) s += fmt::format(" since step {}", tr.step);
   s += fmt::format("; the synchronizer is {} (weights v{})", to_string(st.reported.sync.activity),
                    st.reported.sync.version);
-  for (auto& [w, p] : st.progress)
+  for (auto& [w, p] : st.roster.progress())
     s += "; rollouter " + std::to_string(w) + " is " + to_string(p.state) + " at weight version " +
          std::to_string(p.version);
   return s;
@@ -337,9 +328,9 @@ void spawn_roles(ctrl_ptr self) {
   std::vector<rollouter_actor> local;
   for (int32_t w = 0; w < static_cast<int32_t>(env->params.controller.local_rollouters); ++w) {
     local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));
-    st.rollouters[w] = local.back();
+    st.roster.enlist(w, local.back());
   }
-  st.cluster.start_ids_at(static_cast<int32_t>(local.size()));  // remote ones join after these
+  st.roster.nodes().start_ids_at(static_cast<int32_t>(local.size()));  // remote ones after these
   synchronizer_args sa{env, weights, {}, local, st.queue, me};
   sa.respawn = [&sys, env, queue = st.queue, reward = st.reward, me](int32_t w,
                                                                      const weight_snapshot& v) {
@@ -359,7 +350,7 @@ void spawn_roles(ctrl_ptr self) {
   };
   watch(st.queue, "message_queue");
   watch(st.reward, "reward");
-  for (auto& [w, r] : st.rollouters)
+  for (auto& [w, r] : st.roster.live())
     watch_rollouter(self, w, r);
   watch(st.sync, "synchronizer");
   watch(st.trainer, "trainer");
@@ -384,11 +375,10 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
     why = ctx.get_as<std::string>(0);
     st.result.reward = ctx.get_as<reward_counts>(1);
   }
-  if (auto w = st.worker_of.find(em.source); w != st.worker_of.end()) {
-    const auto worker = w->second;
-    st.worker_of.erase(w);
+  if (auto worker = st.roster.worker_of(em.source)) {
+    st.roster.forget(em.source);
     st.roles.erase(it);
-    on_rollouter_crash(self, worker, em.source, why);
+    on_rollouter_crash(self, *worker, em.source, why);
     return;
   }
   std::string msg = it->second + " terminated: " + why;
@@ -405,6 +395,13 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
 controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args args) {
   auto& st = self->state;
   st.args = std::move(args);
+  {
+    const auto& params = st.args.env->params;
+    std::vector<std::string> ranks;
+    for (int64_t r = 0; r < params.trainer.data_parallel; ++r)
+      ranks.push_back(trainer_rank_device(params.trainer, r));
+    st.roster = rollouter_roster(params.rollouter, std::move(ranks));
+  }
   st.watch.set_timeout(st.args.env->params.controller.progress_timeout_s);
   install_exception_handler(self, "controller");
   {
@@ -429,7 +426,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
           st.bar = std::make_unique<progress_line>("train", st.args.env->plan.total_steps, 1);
         st.done = self->make_response_promise<run_result>();
         spawn_roles(self);
-        for (auto& [w, r] : st.rollouters)
+        for (auto& [w, r] : st.roster.live())
           self->send(r, start_atom::value);
         self->send(st.trainer, start_atom::value);
         arm_watchdog(self);
@@ -439,10 +436,9 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         auto& st = self->state;
         std::vector<prompt_task> out;
         const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        if (st.shutting_down() || st.fenced.count(sender)) return out;
+        if (st.shutting_down() || st.roster.fenced(sender)) return out;
         if (!st.first_dispatch) st.first_dispatch = clock::now();
-        auto w = st.worker_of.find(sender);
-        const int32_t worker = w == st.worker_of.end() ? -1 : w->second;
+        const int32_t worker = st.roster.worker_of(sender).value_or(-1);
         for (int64_t i = 0; i < n; ++i) {
           out.push_back(st.loader.next());
           st.ledger.dispatched(out.back(), worker);
@@ -455,11 +451,11 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
       },
       [self](progress_atom, rollout_progress& p) {
         auto& st = self->state;
-        if (st.fenced.count(caf::actor_cast<caf::actor_addr>(self->current_sender()))) return;
+        if (st.roster.fenced(caf::actor_cast<caf::actor_addr>(self->current_sender()))) return;
         for (auto id : p.completed)
           st.ledger.completed(id);
         p.completed.clear();
-        st.progress[p.worker] = std::move(p);
+        st.roster.report(std::move(p));
       },
       [self](activity_atom, trainer_status& s) { self->state.reported.trainer = s; },
       [self](activity_atom, sync_status& s) { self->state.reported.sync = s; },

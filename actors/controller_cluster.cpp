@@ -12,7 +12,7 @@ namespace asyncrl {
 
 void tell_queue_members(ctrl_ptr self) {
   auto& st = self->state;
-  self->send(st.queue, members_atom::value, static_cast<int32_t>(st.rollouters.size()));
+  self->send(st.queue, members_atom::value, static_cast<int32_t>(st.roster.size()));
 }
 
 namespace {
@@ -22,15 +22,12 @@ namespace {
 // sent before has been handled (the requeue goes to the back of our mailbox).
 void drop_remote_worker(ctrl_ptr self, int32_t worker, const std::string& why, bool lost = true) {
   auto& st = self->state;
-  auto it = st.rollouters.find(worker);
-  if (it == st.rollouters.end()) return;
-  const auto addr = caf::actor_cast<caf::actor_addr>(it->second);
+  auto r = st.roster.remove(worker);  // fenced from here on
+  if (!r) return;
+  const auto addr = caf::actor_cast<caf::actor_addr>(*r);
   spdlog::warn("cluster: rollouter {} lost: {}", worker, why);
-  st.fenced.insert(addr);
   self->demonitor(addr);
-  self->send_exit(it->second, caf::exit_reason::user_shutdown);  // if it is still out there
-  st.rollouters.erase(it);
-  st.worker_of.erase(addr);
+  self->send_exit(*r, caf::exit_reason::user_shutdown);  // if it is still out there
   st.roles.erase(addr);
   if (lost) ++st.result.remote_rollouters_lost;
   forget_incarnation(self, worker);
@@ -66,9 +63,9 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   if (req.rollouters <= 0 || !req.agent)
     return caf::make_error(errc::bad_request,
                            "a worker must bring at least one rollouter and its agent");
-  const auto first = st.cluster.take_ids(req.rollouters);
+  const auto first = st.roster.nodes().take_ids(req.rollouters);
   const auto agent_addr = caf::actor_cast<caf::actor_addr>(req.agent);
-  st.cluster.add(agent_addr, req.agent, req.host, req.pid);
+  st.roster.nodes().add(agent_addr, req.agent, req.host, req.pid);
   self->monitor(req.agent);
   spdlog::info("cluster: worker {} (pid {}) joins with {} rollouter(s), ids {}..{}", req.host,
                req.pid, req.rollouters, first, first + req.rollouters - 1);
@@ -82,7 +79,7 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
       .then(
           [self, agent_addr, first](std::vector<caf::actor>& rs) {
             auto& st = self->state;
-            auto* n = st.cluster.find(agent_addr);
+            auto* n = st.roster.nodes().find(agent_addr);
             if (st.shutting_down() || !n) {
               for (auto& r : rs)
                 self->send_exit(r, caf::exit_reason::user_shutdown);
@@ -93,10 +90,9 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
               auto r = caf::actor_cast<rollouter_actor>(rs[i]);
               const auto addr = caf::actor_cast<caf::actor_addr>(r);
               self->monitor(r);
-              st.rollouters[w] = r;
-              st.worker_of[addr] = w;
+              st.roster.enlist(w, r);
               st.roles[addr] = "rollouter " + std::to_string(w) + " on " + n->host;
-              st.cluster.host(agent_addr, w);
+              st.roster.nodes().host(agent_addr, w);
               ++st.result.remote_rollouters_joined;
               start_rollouter(self, r);
             }
@@ -112,7 +108,7 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
 
 void on_remote_lost(ctrl_ptr self, const caf::actor_addr& agent, const std::string& why) {
   auto& st = self->state;
-  auto gone = st.cluster.remove(agent);
+  auto gone = st.roster.nodes().remove(agent);
   if (!gone) return;
   auto node = std::move(*gone);
   self->demonitor(agent);
@@ -131,7 +127,7 @@ namespace {
 // restarted remotely.
 void drop_from_node(ctrl_ptr self, int32_t worker, const std::string& why, bool lost) {
   auto& st = self->state;
-  st.cluster.leave(worker);
+  st.roster.nodes().leave(worker);
   drop_remote_worker(self, worker, why, lost);
   self->send(st.sync, leave_atom::value, std::vector<int32_t>{worker});
   tell_queue_members(self);
@@ -142,32 +138,29 @@ void drop_from_node(ctrl_ptr self, int32_t worker, const std::string& why, bool 
 void on_down(ctrl_ptr self, caf::down_msg& dm) {
   auto& st = self->state;
   const auto why = self->system().render(dm.reason);
-  if (st.cluster.is_node(dm.source)) {
+  if (st.roster.nodes().is_node(dm.source)) {
     on_remote_lost(self, dm.source, why);
     return;
   }
-  auto w = st.worker_of.find(dm.source);
-  if (w == st.worker_of.end() || st.shutting_down()) return;
-  drop_from_node(self, w->second, why, /*lost=*/true);
+  auto w = st.roster.worker_of(dm.source);
+  if (!w || st.shutting_down()) return;
+  drop_from_node(self, *w, why, /*lost=*/true);
 }
 
 void retire_rollouter(ctrl_ptr self, int32_t worker, const std::string& why) {
   auto& st = self->state;
-  auto it = st.rollouters.find(worker);
-  if (it == st.rollouters.end()) return;
-  st.retired.insert(worker);
-  if (st.cluster.is_remote(worker)) {
+  if (!st.roster.has(worker)) return;
+  st.roster.retire(worker);
+  if (st.roster.nodes().is_remote(worker)) {
     drop_from_node(self, worker, why, /*lost=*/false);
     return;
   }
   // Local: unlinked first, so that its exit is not taken for a crash to restart from.
-  const auto addr = caf::actor_cast<caf::actor_addr>(it->second);
+  auto r = st.roster.remove(worker);  // fenced from here on
+  const auto addr = caf::actor_cast<caf::actor_addr>(*r);
   spdlog::warn("console: removing rollouter {}: {}", worker, why);
   self->unlink_from(addr);
-  st.fenced.insert(addr);
-  self->send_exit(it->second, caf::exit_reason::user_shutdown);
-  st.rollouters.erase(it);
-  st.worker_of.erase(addr);
+  self->send_exit(*r, caf::exit_reason::user_shutdown);
   st.roles.erase(addr);
   forget_incarnation(self, worker);
   self->send(self, requeue_atom::value, worker, addr);
@@ -177,7 +170,7 @@ void retire_rollouter(ctrl_ptr self, int32_t worker, const std::string& why) {
 
 void release_nodes(ctrl_ptr self) {
   auto& st = self->state;
-  for (auto& [addr, n] : st.cluster.take_all()) {
+  for (auto& [addr, n] : st.roster.nodes().take_all()) {
     self->demonitor(addr);
     self->send(caf::actor_cast<node_agent_actor>(n.agent), stop_atom::value);
   }

@@ -82,7 +82,7 @@ void log_event(ctrl_ptr self, json e) {
 
 std::string where_of(ctrl_ptr self, int32_t worker) {
   auto& st = self->state;
-  return st.cluster.where(worker);
+  return st.roster.where(worker);
 }
 
 reply do_status(ctrl_ptr self) {
@@ -166,7 +166,7 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
   const auto& params = st.live_cfg->params();
   json event{{"event", "set"}, {"key", key}, {"old", old_value}, {"new", new_value}};
   if (target == live_target::rollouters) {
-    for (auto& [w, r] : st.rollouters)
+    for (auto& [w, r] : st.roster.live())
       self->send(r, set_atom::value, params.rollouter.temperature);
     event["effective_step"] = st.watch.last_step() + 1;
     event["effect"] = "groups started from now on";
@@ -243,7 +243,7 @@ reply with_current_weights(ctrl_ptr self, Spawn spawn_task) {
 reply do_add(ctrl_ptr self) {
   auto& st = self->state;
   if (st.shutting_down()) return refuse("the run is stopping");
-  const auto w = st.cluster.take_ids(1);
+  const auto w = st.roster.nodes().take_ids(1);
   auto rp = self->make_response_promise<console_reply>();
   self->request(st.sync, kRoleTimeout, join_atom::value, caf::actor{}, w, int32_t{1})
       .then(
@@ -256,11 +256,10 @@ reply do_add(ctrl_ptr self) {
               return;
             }
             auto r = caf::actor_cast<rollouter_actor>(rs[0]);
-            st.rollouters[w] = r;
             watch_rollouter(self, w, r);
             start_rollouter(self, r);
             tell_queue_members(self);
-            json e{{"event", "add-rollouter"}, {"id", w}, {"rollouters", st.rollouters.size()}};
+            json e{{"event", "add-rollouter"}, {"id", w}, {"rollouters", st.roster.size()}};
             log_event(self, e);
             rp.deliver(answer(e));
           },
@@ -276,17 +275,15 @@ int32_t worker_arg(const std::string& s) {
 
 reply do_remove(ctrl_ptr self, int32_t w) {
   auto& st = self->state;
-  if (!st.rollouters.count(w))
+  if (!st.roster.has(w))
     return refuse("no rollouter " + std::to_string(w) + " (workers lists them)");
-  if (st.rollouters.size() == 1)
+  if (st.roster.size() == 1)
     return refuse("rollouter " + std::to_string(w) +
                   " is the run's last one; add-rollouter first, or stop the run");
   const auto where = where_of(self, w);
   retire_rollouter(self, w, "removed from the console");
-  json e{{"event", "remove-rollouter"},
-         {"id", w},
-         {"where", where},
-         {"rollouters", st.rollouters.size()}};
+  json e{
+      {"event", "remove-rollouter"}, {"id", w}, {"where", where}, {"rollouters", st.roster.size()}};
   log_event(self, e);
   return answer(e);
 }
@@ -306,10 +303,10 @@ reply do_kill(ctrl_ptr self, const std::vector<std::string>& args) {
     return rp;
   }
   const auto w = worker_arg(args[1]);
-  auto it = st.rollouters.find(w);
-  if (it == st.rollouters.end())
+  auto it = st.roster.live().find(w);
+  if (it == st.roster.live().end())
     return refuse("no rollouter " + std::to_string(w) + " (workers lists them)");
-  const bool remote = st.cluster.is_remote(w);
+  const bool remote = st.roster.nodes().is_remote(w);
   // As faults.kill_rollouter_every_steps does: anonymous, with an error, so that it is a crash.
   caf::anon_send(caf::actor_cast<caf::actor>(it->second),
                  caf::exit_msg{caf::actor_addr{},
@@ -409,9 +406,9 @@ caf::result<console_reply> on_console(ctrl_ptr self, console_request& req) {
                             "reward.timeout_ms scores it 0"}});
       case console_cmd::delay_sync: {
         const auto ms = std::stoll(a[0]);
-        for (auto& [w, r] : st.rollouters)
+        for (auto& [w, r] : st.roster.live())
           self->send(r, delay_atom::value, static_cast<int64_t>(ms));
-        json e{{"event", "delay-sync"}, {"ms", ms}, {"rollouters", st.rollouters.size()}};
+        json e{{"event", "delay-sync"}, {"ms", ms}, {"rollouters", st.roster.size()}};
         log_event(self, e);
         return answer(e);
       }

@@ -180,11 +180,11 @@ void after_step(ctrl_ptr self, const step_report& r) {
     ++st.result.faults.trainer_crashes;
   const auto every = st.args.env->params.controller.kill_rollouter_every_steps;
   if (every > 0 && r.step % every == 0 && r.step < st.args.env->plan.total_steps &&
-      !st.rollouters.empty()) {
+      !st.roster.empty()) {
     // Round robin over the rollouters, by the kills so far.
     auto& kills = st.result.faults.rollouter_kills;
-    auto victim =
-        std::next(st.rollouters.begin(), kills++ % static_cast<int64_t>(st.rollouters.size()));
+    const auto& live = st.roster.live();
+    auto victim = std::next(live.begin(), kills++ % static_cast<int64_t>(live.size()));
     spdlog::warn("injected fault: killing rollouter {} after step {}", victim->first, r.step);
     // Anonymous, because an exit message from a linked actor unlinks the receiver from it
     // first; and not exit_reason::kill, which no actor can trap, so that it would take the
@@ -201,7 +201,7 @@ void watch_rollouter(ctrl_ptr self, int32_t worker, const rollouter_actor& r) {
   self->link_to(r);
   const auto addr = caf::actor_cast<caf::actor_addr>(r);
   st.roles[addr] = "rollouter " + std::to_string(worker);
-  st.worker_of[addr] = worker;
+  st.roster.enlist(worker, r);
 }
 
 void on_rollouter_crash(ctrl_ptr self, int32_t worker, const caf::actor_addr& dead,
@@ -226,11 +226,7 @@ void forget_incarnation(ctrl_ptr self, int32_t worker) {
   auto& st = self->state;
   // What the dead incarnation generated stays counted (its groups: see requeue_and_respawn),
   // and so do the faults injected into it (it pushed progress as each fired).
-  if (auto p = st.progress.find(worker); p != st.progress.end()) {
-    st.tokens_of_dead[worker] += p->second.tokens_generated;
-    st.result.faults += p->second.faults;
-    st.progress.erase(p);
-  }
+  if (auto p = st.roster.bury(worker)) st.result.faults += p->faults;
   st.metrics.forget_worker(worker);
 }
 
@@ -257,7 +253,7 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
       .then(
           [self, worker, dead, settled](std::vector<uint64_t>& ids, int64_t delivered_by_worker) {
             auto& st = self->state;
-            st.groups_of_dead += static_cast<int64_t>(ids.size());
+            st.roster.add_dead_groups(static_cast<int64_t>(ids.size()));
             for (auto id : ids)
               st.ledger.completed(id);
             if (st.shutting_down()) {
@@ -267,7 +263,7 @@ void requeue_and_respawn(ctrl_ptr self, int32_t worker, const caf::actor_addr& d
             auto lost = st.ledger.lost_with(worker);
             st.loader.retry_first(lost);
             self->send(st.queue, lost_atom::value, worker, delivered_by_worker, dead);
-            if (st.cluster.is_remote(worker) || st.retired.count(worker)) {
+            if (st.roster.gone_for_good(worker)) {
               spdlog::info("rollouter {} is gone ({} prompts to regenerate)", worker, lost.size());
             } else {
               spdlog::info("supervision: restarting rollouter {} ({} prompts to regenerate)",
@@ -295,7 +291,6 @@ void respawn(ctrl_ptr self, int32_t worker) {
               return;
             }
             auto r = caf::actor_cast<rollouter_actor>(a);
-            st.rollouters[worker] = r;
             watch_rollouter(self, worker, r);
             start_rollouter(self, r);
           },

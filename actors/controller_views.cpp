@@ -9,9 +9,10 @@ using json = nlohmann::ordered_json;
 json console_rollouters_view(const controller_state& st) {
   const auto in_flight = st.ledger.in_flight_by_worker();
   json rs = json::array();
-  for (auto& [w, r] : st.rollouters) {
-    json x{{"id", w}, {"where", st.cluster.where(w)}};
-    if (auto p = st.progress.find(w); p != st.progress.end()) {
+  for (auto& [w, r] : st.roster.live()) {
+    json x{{"id", w}, {"where", st.roster.where(w)}, {"device", st.roster.device(w)}};
+    const auto& progress = st.roster.progress();
+    if (auto p = progress.find(w); p != progress.end()) {
       x["state"] = to_string(p->second.state);
       x["weight_version"] = p->second.version;
       x["tokens_generated"] = p->second.tokens_generated;
@@ -47,6 +48,10 @@ json console_status_view(const controller_state& st, const queue_stats* q,
   else if (q && q->pull_waiting_min > 0)
     trainer_state = "waiting for " + std::to_string(q->pull_waiting_min) + " group(s)";
   json tr{{"state", trainer_state}, {"step", st.watch.last_step()}};
+  json ranks = json::array();
+  for (size_t r = 0; r < st.roster.rank_devices().size(); ++r)
+    ranks.push_back({{"rank", r}, {"device", st.roster.rank_devices()[r]}});
+  tr["ranks"] = std::move(ranks);
   if (st.last_report) {
     tr["policy_version"] = st.last_report->policy_version;
     tr["prox_version"] = st.last_report->prox_version;

@@ -41,9 +41,10 @@ struct ControllerViews : ::testing::Test {
     st.ledger.trained({handed[0].group_id, handed[1].group_id});
     st.ledger.dropped(handed[2].group_id, /*regenerate=*/false);
     st.loader.regenerate(handed[5]);  // the sixth went back before reaching a rollouter
-    st.rollouters.emplace(0, rollouter_actor{});
-    st.rollouters.emplace(1, rollouter_actor{});
-    st.progress[0] = progress(0, rollouter_state::generating, 3);
+    st.roster = rollouter_roster(st.args.env->params.rollouter, {"cpu", "cpu"});
+    st.roster.enlist(0, rollouter_actor{});
+    st.roster.enlist(1, rollouter_actor{});
+    st.roster.report(progress(0, rollouter_state::generating, 3));
     st.watch.step_done(4);
   }
 };
@@ -60,6 +61,7 @@ TEST_F(ControllerViews, RollouterViewShowsEachRollouterAsItReported) {
   EXPECT_EQ(rs[0]["tokens_generated"], 100);
   EXPECT_EQ(rs[0]["prompts_in_flight"], 2);
   EXPECT_EQ(rs[0]["where"], "local");
+  EXPECT_EQ(rs[0]["device"], "cpu");
   EXPECT_EQ(rs[1]["id"], 1);
   EXPECT_EQ(rs[1]["state"], "starting");
   EXPECT_EQ(rs[1]["prompts_in_flight"], 0);
@@ -72,6 +74,9 @@ TEST_F(ControllerViews, StatusAccountsForEveryPromptHandedOut) {
   EXPECT_EQ(j["run"]["state"], "running");
   EXPECT_EQ(j["run"]["step"], 4);
   EXPECT_EQ(j["run"]["total_steps"], 9);
+  ASSERT_EQ(j["trainer"]["ranks"].size(), 2u);
+  EXPECT_EQ(j["trainer"]["ranks"][1]["rank"], 1);
+  EXPECT_EQ(j["trainer"]["ranks"][1]["device"], "cpu");
   const auto& a = j["accounting"];
   EXPECT_EQ(a["dispatched"], 6);
   EXPECT_EQ(a["trained"], 2);
@@ -91,7 +96,7 @@ TEST_F(ControllerViews, StatusShowsALostPromptAPauseASyncAndTheStop) {
   st.ledger.lost_with(0);  // taken out of the ledger and not given back to the loader
   EXPECT_EQ(console_status_view(st, nullptr, nullptr)["accounting"]["holds"], false);
   st.paused = true;
-  st.progress[1] = progress(1, rollouter_state::interrupted, 3);
+  st.roster.report(progress(1, rollouter_state::interrupted, 3));
   st.reported.sync = {sync_activity::syncing, 4};
   auto j = console_status_view(st, nullptr, nullptr);
   EXPECT_EQ(j["run"]["state"], "paused");
