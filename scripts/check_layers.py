@@ -58,6 +58,7 @@ ACTOR_RANKS = {
     "metrics_log": 0,  # the controller's metrics.jsonl writer
     "node_registry": 0,  # the controller's record of worker nodes
     "env": 1,  # what every role shares (may hold role params)
+    "rollouter_roster": 1,  # the controller's roster (holds its node_registry)
     # middle: the roles
     "rollouter": 2,
     "reward": 2,
