@@ -73,6 +73,7 @@ sync_params sync_params_from(const run_config& cfg) {
   p.chunk_bytes = cfg.cluster.chunk_bytes;
   p.transport = cfg.cluster.weights;
   p.link_host = weights_link_host(cfg.cluster);
+  p.corrupt_link_every = cfg.faults.corrupt_link_every;
   return p;
 }
 

@@ -49,7 +49,8 @@ struct sync_params {
   int64_t request_timeout_ms = 30000;  // cluster.request_timeout_ms: remote nodes
   int64_t chunk_bytes = 4 << 20;       // cluster.chunk_bytes (also the link's broadcast buckets)
   weights_transport transport = weights_transport::caf;  // cluster.weights_transport
-  std::string link_host;  // where weights links listen (weights_link_host)
+  std::string link_host;           // where weights links listen (weights_link_host)
+  int64_t corrupt_link_every = 0;  // faults.corrupt_link_every
 };
 
 /// The Trainer: the objective and optimizer, the micro-batching, the schedule it re-derives on a

@@ -76,6 +76,7 @@ struct sync_state {
   // Sends over weights links in flight, by id: what to call with their outcome.
   std::map<int64_t, std::function<void(const std::string&)>> link_sends;
   int64_t link_ids = 0;
+  std::map<const weight_link*, int64_t> link_sent;  // versions sent per link (a fault counts them)
   // Links of nodes that are gone, kept until their call in progress ends (within the link's
   // timeout): destroying a busy link would block this actor until then.
   std::vector<std::shared_ptr<weight_link>> retired;
@@ -303,6 +304,15 @@ void stage_over_link(sync_ptr self, caf::actor agent, const std::shared_ptr<weig
   st.link_sends[id] = [one_done, version](const std::string& e) {
     one_done(e.empty() ? e : "weights v" + std::to_string(version) + " over the link: " + e);
   };
+  const auto every = st.args.env->params.sync.corrupt_link_every;
+  if (every > 0 && ++st.link_sent[link.get()] % every == 0) {
+    // faults.corrupt_link_every: the bytes the link carries, not the digest, are damaged; the
+    // node must refuse them.
+    auto damaged = std::make_shared<std::vector<char>>(*packed);
+    if (!damaged->empty()) (*damaged)[damaged->size() / 2] ^= 0x10;
+    spdlog::warn("injected fault: v{} crosses the weights link damaged", version);
+    packed = std::move(damaged);
+  }
   // The link's thread reports to this actor through its address: a link outliving the
   // synchronizer must not keep it alive.
   link->send(packed, [addr = caf::actor_cast<caf::actor_addr>(self), id](const std::string& e) {

@@ -437,6 +437,10 @@ void bind_faults(config_schema& s, faults_section& f) {
   every("faults.kill_trainer_rank_at_step", &f.kill_trainer_rank_at_step,
         "the last data-parallel trainer rank kills itself (SIGKILL) when this step starts "
         "(fresh runs only)");
+  every("faults.corrupt_link_every", &f.corrupt_link_every,
+        "cluster.weights_transport=collective: every n-th version sent over each weights link "
+        "(the join's first) arrives with one byte flipped (its SHA-256, sent by CAF, is the true "
+        "one): the worker must refuse it, and is dropped");
 }
 
 void bind_cluster(config_schema& s, cluster_section& c) {

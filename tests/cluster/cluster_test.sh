@@ -21,6 +21,9 @@
 #                     arrive over its Gloo link, w2 declines its link (cluster.weights_transport=caf
 #                     on its command line) and gets CAF chunks; the weights still equal sync's
 #   kill collective   as kill, with every worker on a weights link
+#   corrupt collective  one local rollouter and a worker on a weights link whose 2nd version
+#                     arrives damaged (faults.corrupt_link_every=2, the true SHA-256 by CAF): the
+#                     worker refuses it, is dropped, its work regenerated; the run completes
 set -euo pipefail
 
 BIN=$(readlink -f "${1:?asyncrl binary}")
@@ -116,6 +119,17 @@ case "$CASE" in
     echo "killed worker $victim after $(wc -l <"$WORK/run/metrics.jsonl") steps"
     wait_train
     check_summary "$WORK/run" 3 1 || fail "accounting after a SIGKILL"
+    ;;
+  corrupt)
+    start_train run rollout.num_workers=1 trainer.total_steps=40 faults.corrupt_link_every=2
+    port=$(port_of "$WORK/run")
+    start_worker w1 "$port"
+    wait_train
+    grep -q "injected fault: v[0-9]* crosses the weights link damaged" "$WORK/run.log" ||
+      fail "the fault never fired (did w1 join before the run ended?)"
+    grep -q "does not match its SHA-256" "$WORK/run.log" ||
+      fail "the damaged version was not refused by its SHA-256"
+    check_summary "$WORK/run" 1 1 || fail "accounting after a damaged version"
     ;;
   cutoff)
     start_train run rollout.num_workers=0 trainer.total_steps=40
