@@ -135,6 +135,8 @@ void finish(sync_ptr self, std::shared_ptr<sync_run> run, bool ok, const std::st
 
 // A link no one uses any more: freed now if it is idle, else once its call is over.
 void retire(sync_state& st, std::shared_ptr<weight_link> link) {
+  // Its fault counter goes with it: the address may belong to a later link once this one is freed.
+  if (link) st.link_sent.erase(link.get());
   auto& r = st.retired;
   r.erase(std::remove_if(r.begin(), r.end(), [](const auto& l) { return l->idle(); }), r.end());
   if (link && !link->idle()) r.push_back(std::move(link));
