@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 namespace asyncrl {
@@ -40,6 +41,19 @@ auto guarded(const std::string& name, const std::string& what, int rank, int wor
 
 std::string joined_key(const std::string& prefix, int r) {
   return prefix + "/joined/" + std::to_string(r);
+}
+
+// libtorch 2.x's ProcessGroupGloo notes each collective it issues in a flight recorder shared by
+// the whole process, whose table of groups it writes without a lock (pytorch/pytorch#179313).
+// Two groups issuing their first collectives at once from two threads corrupted it: the
+// data-parallel tests crashed in std::map's rebalance, and the train process does the same when
+// its data-parallel group and a weights link issue together. Issuing only queues the work for
+// Gloo's threads, so every issue in the process takes this one lock; the waits do not.
+template <class F>
+auto issue(F&& f) -> decltype(f()) {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  return f();
 }
 
 bool loopback(const std::string& host) {
@@ -165,7 +179,7 @@ void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int
         b.flat = at::cat(parts);
       }
       std::vector<at::Tensor> one{b.flat};
-      b.work = impl_->pg->allreduce(one, ao);
+      b.work = issue([&] { return impl_->pg->allreduce(one, ao); });
       if (i >= kInFlight) finish(buckets[i - kInFlight]);
     }
     for (size_t i = buckets.size() > kInFlight ? buckets.size() - kInFlight : 0; i < buckets.size();
@@ -182,7 +196,7 @@ void dist_group::broadcast(std::vector<at::Tensor>& tensors, int root) {
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (auto& t : tensors) {
       std::vector<at::Tensor> one{t};
-      works.push_back(impl_->pg->broadcast(one, bo));
+      works.push_back(issue([&] { return impl_->pg->broadcast(one, bo); }));
     }
     for (auto& w : works)
       w->wait();
@@ -195,7 +209,7 @@ std::vector<at::Tensor> dist_group::allgather(const at::Tensor& mine) {
     std::vector<std::vector<at::Tensor>> out(1);
     for (int r = 0; r < world_; ++r)
       out[0].push_back(at::empty_like(in[0]));
-    impl_->pg->allgather(out, in)->wait();
+    issue([&] { return impl_->pg->allgather(out, in); })->wait();
     return out[0];
   });
 }
@@ -206,11 +220,11 @@ void dist_group::broadcast_bytes(std::string& bytes, int root) {
     bo.rootRank = root;
     bo.timeout = impl_->timeout;
     std::vector<at::Tensor> len{at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong)};
-    impl_->pg->broadcast(len, bo)->wait();
+    issue([&] { return impl_->pg->broadcast(len, bo); })->wait();
     const auto n = len[0].item<int64_t>();
     std::vector<at::Tensor> data{at::empty({std::max<int64_t>(n, 1)}, at::kByte)};
     if (rank_ == root && n > 0) std::memcpy(data[0].data_ptr(), bytes.data(), n);
-    impl_->pg->broadcast(data, bo)->wait();
+    issue([&] { return impl_->pg->broadcast(data, bo); })->wait();
     if (rank_ != root) bytes.assign(static_cast<const char*>(data[0].data_ptr()), n);
   });
 }
@@ -244,7 +258,8 @@ void dist_group::erase(const std::string& key) {
 }
 
 void dist_group::barrier() {
-  guarded(impl_->name, "barrier", rank_, world_, [&] { impl_->pg->barrier()->wait(); });
+  guarded(impl_->name, "barrier", rank_, world_,
+          [&] { issue([&] { return impl_->pg->barrier(); })->wait(); });
 }
 
 }  // namespace asyncrl
