@@ -128,15 +128,16 @@ std::vector<rank_out> run(const run_spec& spec) {
       dist_options o;
       o.rank = r, o.world = spec.world, o.timeout = std::chrono::milliseconds(20000);
       std::unique_ptr<dist_group> g;
+      bool told = false;  // rank 0 gave its port (a second set_value would throw)
       try {
         if (r == 0) {
-          g = dist_group::connect(o, [&](int p) { port.set_value(p); });
+          g = dist_group::connect(o, [&](int p) { port.set_value(p), told = true; });
         } else {
           o.port = port_f.get();
           g = dist_group::connect(o);
         }
       } catch (const std::exception& e) {
-        if (r == 0) port.set_value(-1);
+        if (r == 0 && !told) port.set_value(-1);
         out[r].error = e.what();
         return;
       }
