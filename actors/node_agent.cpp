@@ -47,17 +47,19 @@ caf::error no_version(agent_ptr self, int64_t v) {
                                               std::to_string(self->state.staged.version) + ")");
 }
 
-// A complete version's bytes become the staged snapshot: "" or why not.
+// A complete version's bytes become the staged snapshot: "" or why not. Bytes that are
+// unusable or hold another version leave the staged snapshot as it was.
 std::string stage_bytes(agent_ptr self, const std::vector<char>& bytes, int64_t version) {
-  auto& st = self->state;
+  weight_snapshot got;
   try {
-    st.staged = unpack_weights(bytes.data(), bytes.size());
+    got = unpack_weights(bytes.data(), bytes.size());
   } catch (const std::exception& e) {
     return std::string("node agent: weights unusable: ") + e.what();
   }
-  if (st.staged.version != version)
+  if (got.version != version)
     return "node agent: the bytes of v" + std::to_string(version) + " hold v" +
-           std::to_string(st.staged.version);
+           std::to_string(got.version);
+  self->state.staged = std::move(got);
   spdlog::debug("worker: v{} staged ({} bytes)", version, bytes.size());
   return "";
 }

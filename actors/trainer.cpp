@@ -142,17 +142,20 @@ double evaluate_now(trainer_ptr self) {
 }
 
 // One forward/backward into the step's gradient sums; the step's first marks when training
-// started (the start-up latency the trainer actually sees).
-void train_micro(trainer_state& st, const std::vector<const scored_sample*>& mb) {
+// started (the start-up latency the trainer actually sees). `last`: the step's last
+// micro-batch, known here: data-parallel ranks sum their gradients during its backward.
+void train_micro(trainer_state& st, const std::vector<const scored_sample*>& mb,
+                 bool last = false) {
   if (st.acc.first_train_ms < 0) st.acc.first_train_ms = ms_between(st.step_start, clock::now());
   compute_region cpu;
-  st.pt->accumulate(mb);
+  st.pt->accumulate(mb, last);
 }
 
 // Trains what is held back: with a token budget and group-aligned micro-batches, the step's
 // groups in group-id order (the same partition whatever order they arrived in); otherwise the
-// open, part-filled micro-batch of unaligned micro-batches, if any.
-void train_pending(trainer_state& st) {
+// open, part-filled micro-batch of unaligned micro-batches, if any. `closing`: the step closes
+// after these (do_step), so the last of them is the step's last micro-batch.
+void train_pending(trainer_state& st, bool closing = false) {
   const auto& tr = st.args.env->params.trainer;
   if (tr.micro_batch_tokens > 0 && tr.group_aligned_micro_batches) {
     std::vector<const scored_group*> groups;
@@ -164,18 +167,19 @@ void train_pending(trainer_state& st) {
     for (const auto* g : groups)
       for (const auto& s : g->samples)
         if (!s.response.empty()) all.push_back(&s);
-    for (const auto& mb : split_by_tokens(all, tr.micro_batch_tokens, tr.shared_prompt_attention))
-      train_micro(st, mb);
+    const auto mbs = split_by_tokens(all, tr.micro_batch_tokens, tr.shared_prompt_attention);
+    for (size_t k = 0; k < mbs.size(); ++k)
+      train_micro(st, mbs[k], closing && k + 1 == mbs.size());
     st.step_groups.clear();  // after training: the micro-batches point into these groups
     return;
   }
   if (st.pending.empty()) return;
   if (tr.micro_batch_tokens > 0) {
-    for (const auto& mb :
-         split_by_tokens(st.pending, tr.micro_batch_tokens, tr.shared_prompt_attention))
-      train_micro(st, mb);
+    const auto mbs = split_by_tokens(st.pending, tr.micro_batch_tokens, tr.shared_prompt_attention);
+    for (size_t k = 0; k < mbs.size(); ++k)
+      train_micro(st, mbs[k], closing && k + 1 == mbs.size());
   } else {
-    train_micro(st, st.pending);
+    train_micro(st, st.pending, closing);
   }
   st.pending.clear();
 }
@@ -247,13 +251,17 @@ void consume(trainer_ptr self, const scored_group& g) {
     }
     return;
   }
+  // The step's last group: its last non-empty chunk is the step's last micro-batch.
+  const bool closing = st.groups_in_step == st.plan.groups_per_step;
+  std::vector<std::vector<const scored_sample*>> mbs;
   for (size_t i = 0; i < g.samples.size(); i += micro) {
     std::vector<const scored_sample*> mb;
     for (size_t j = i; j < std::min(g.samples.size(), i + micro); ++j)
       if (!g.samples[j].response.empty()) mb.push_back(&g.samples[j]);
-    if (mb.empty()) continue;
-    train_micro(st, mb);
+    if (!mb.empty()) mbs.push_back(std::move(mb));
   }
+  for (size_t k = 0; k < mbs.size(); ++k)
+    train_micro(st, mbs[k], closing && k + 1 == mbs.size());
 }
 
 // A checkpoint can be taken after the last completed step when resuming from it regenerates
@@ -329,7 +337,7 @@ void do_step(trainer_ptr self) {
   auto& st = self->state;
   const auto& plan = st.plan;
   update_stats u;
-  train_pending(st);  // the last, partly filled micro-batch of the step
+  train_pending(st, /*closing=*/true);  // the last, partly filled micro-batch of the step
   std::optional<compute_region> cpu(std::in_place);
   st.step_groups.clear();
   if (st.acc.response_tokens > 0) {

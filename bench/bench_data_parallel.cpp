@@ -4,11 +4,16 @@
 //     optimizer steps, sharded (trainer.shard_optimizer) or not; each rank reports its AdamW
 //     state bytes, its peak RSS and its median step time (the step includes the gradient
 //     all-reduce; a sharded step also the weights' all-gather);
+//   - overlap (--overlap): W ranks unsharded, with the ranks' gradient sum issued after the
+//     backward (trainer.overlap_grad_reduce=false) and during each rank's last backward (true),
+//     in --bucket-mb buckets; each rank reports the median wall time of a whole step, from a
+//     barrier before its first micro-batch to the end of step();
 //   - broadcast: rank 0's weights to every rank in 25 MB buckets, the collective that a weights
 //     transport over c10d would use; float32 and bf16, median of --reps.
 // Every configuration is its own set of processes, so peak RSS is per rank and per run.
 //   build/bench/bench_data_parallel [--shape tiny|small|qwen2.5-0.5b] [--layers N]
-//       [--worlds 1,2,3] [--steps 3] [--reps 5] [--broadcast-only] [--out FILE]
+//       [--worlds 1,2,3] [--steps 3] [--reps 5] [--broadcast-only] [--overlap]
+//       [--bucket-mb 25] [--out FILE]
 
 #include <ATen/Parallel.h>
 
@@ -100,6 +105,8 @@ struct job {
   model_config cfg;
   int world = 1, rank = 0, port = 0, steps = 3, reps = 5;
   bool shard = false;
+  bool overlap = false;
+  double bucket_mb = 25;
 };
 
 json run_rank(const job& j) {
@@ -159,6 +166,8 @@ json run_rank(const job& j) {
   policy_trainer_params tp;
   tp.lr = 1e-5;
   tp.compute_ref = false;
+  tp.overlap_grad_reduce = j.overlap;
+  tp.grad_bucket_bytes = static_cast<int64_t>(j.bucket_mb * (1 << 20));
   policy_trainer pt(model, tp);
   if (g) pt.join_data_parallel(*g, j.shard);
   const auto samples = batch(j.cfg.vocab_size);
@@ -166,24 +175,32 @@ json run_rank(const job& j) {
   for (const auto& s : samples)
     tokens[s.group_id] += static_cast<int64_t>(s.response.size());
   const auto owner = assign_by_tokens(tokens, j.world);
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, wall_ms;
   int64_t mine = 0;
+  int groups = 0;
+  for (int grp = 0; grp < 8; ++grp)
+    groups += owner[grp] == j.rank;
   for (int s = 0; s < j.steps; ++s) {
     pt.begin_batch();
+    if (g) g->barrier();
+    const double t_begin = bench::now_s();
     mine = 0;
+    int left = groups;
     for (int grp = 0; grp < 8; ++grp) {
       if (owner[grp] != j.rank) continue;
       std::vector<const scored_sample*> mb;
       for (const auto& x : samples)
         if (static_cast<int>(x.group_id) == grp) mb.push_back(&x);
-      pt.accumulate(mb);
+      pt.accumulate(mb, --left == 0);  // the rank's last: sums during its backward if asked
       mine += tokens[grp];
     }
     const double t0 = bench::now_s();
     pt.step();
     step_ms.push_back((bench::now_s() - t0) * 1e3);
+    wall_ms.push_back((bench::now_s() - t_begin) * 1e3);
   }
   r["tokens_per_step"] = mine;
+  r["step_wall_ms_median"] = bench::median(wall_ms);
   r["optimizer_state_bytes"] = pt.optimizer_state_bytes();
   r["peak_rss_bytes"] = peak_rss_bytes();
   r["optimizer_step_ms_median"] = bench::median(step_ms);
@@ -225,7 +242,8 @@ json run_job(job j) {
     waitpid(pid, nullptr, 0);
     ranks.push_back(text.empty() ? json{{"error", "no output"}} : json::parse(text));
   }
-  return {{"mode", j.mode}, {"world", j.world}, {"shard", j.shard}, {"ranks", ranks}};
+  return {{"mode", j.mode},       {"world", j.world},         {"shard", j.shard},
+          {"overlap", j.overlap}, {"bucket_mb", j.bucket_mb}, {"ranks", ranks}};
 }
 
 }  // namespace
@@ -242,14 +260,26 @@ int main(int argc, char** argv) {
   json runs = json::array();
   const int steps = std::stoi(bench::arg(argc, argv, "--steps", "3"));
   const int reps = std::stoi(bench::arg(argc, argv, "--reps", "5"));
+  const double bucket_mb = std::stod(bench::arg(argc, argv, "--bucket-mb", "25"));
+  if (bench::flag(argc, argv, "--overlap")) {
+    // Only the comparison: after, during, after, during (alternating against drift).
+    for (const auto& w : bench::split_list(bench::arg(argc, argv, "--worlds", "2")))
+      for (int k = 0; k < 4; ++k)
+        runs.push_back(
+            run_job({"train", cfg, std::stoi(w), 0, 0, steps, reps, false, k % 2 == 1, bucket_mb}));
+    out["runs"] = runs;
+    bench::emit(argc, argv, out);
+    return 0;
+  }
   for (const auto& w : bench::split_list(bench::arg(argc, argv, "--worlds", "1,2"))) {
     const int world = std::stoi(w);
     if (!bench::flag(argc, argv, "--broadcast-only"))
       for (bool shard : {false, true}) {
         if (shard && world == 1) continue;
-        runs.push_back(run_job({"train", cfg, world, 0, 0, steps, reps, shard}));
+        runs.push_back(run_job({"train", cfg, world, 0, 0, steps, reps, shard, true, bucket_mb}));
       }
-    if (world > 1) runs.push_back(run_job({"broadcast", cfg, world, 0, 0, steps, reps, false}));
+    if (world > 1)
+      runs.push_back(run_job({"broadcast", cfg, world, 0, 0, steps, reps, false, true, bucket_mb}));
   }
   out["runs"] = runs;
   bench::emit(argc, argv, out);

@@ -393,6 +393,8 @@ TEST(ConfigParams, PolicyTrainerDefaultsAreTheConfigDefaults) {
   EXPECT_EQ(p.shared_prompt_attention, d.shared_prompt_attention);
   EXPECT_EQ(p.padding_free, d.padding_free);
   EXPECT_EQ(p.deterministic_accumulation, d.deterministic_accumulation);
+  EXPECT_EQ(p.grad_bucket_bytes, d.grad_bucket_bytes);
+  EXPECT_EQ(p.overlap_grad_reduce, d.overlap_grad_reduce);
   EXPECT_EQ(p.precision, d.precision);
   EXPECT_EQ(p.compute_ref, d.compute_ref);
   EXPECT_EQ(p.lr, d.lr);

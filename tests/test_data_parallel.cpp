@@ -17,6 +17,7 @@
 #include "runtime/train/dp_follower.hpp"
 #include "runtime/train/dp_leader.hpp"
 #include "runtime/train/dp_split.hpp"
+#include "runtime/train/grad_reducer.hpp"
 #include "runtime/train/policy_trainer.hpp"
 #include "runtime/train/sample_codec.hpp"
 #include "runtime/train/shard_layout.hpp"
@@ -29,14 +30,16 @@ namespace {
 
 constexpr int kGroups = 6, kGroupSize = 4;
 
-policy_trainer_params settings() {
+policy_trainer_params settings(int64_t bucket_bytes = kPolicyTrainerDefaults.grad_bucket_bytes,
+                               bool float64_sums = true) {
   policy_trainer_params p;
+  p.grad_bucket_bytes = bucket_bytes;
   p.loss = loss_kind::grpo;
   p.kl_coef = 0.05;
   p.lr = 1e-2;  // large enough that every step moves every weight
   p.weight_decay = 0.01;
   p.grad_clip = 0.5;  // below the norms here: the global-norm clip is exercised
-  p.deterministic_accumulation = true;
+  p.deterministic_accumulation = float64_sums;
   return p;
 }
 
@@ -54,8 +57,11 @@ std::vector<scored_sample> batch(int s) {
   return test::random_samples(d, 1000 + static_cast<uint64_t>(s));
 }
 
-// Steps [first, first + n) on this rank's share.
-std::vector<update_stats> train(policy_trainer& pt, int rank, int world, int first, int n) {
+// Steps [first, first + n) on this rank's share. `mark_last`: the rank's last micro-batch of each
+// step says so (its backward then sums the gradients over the ranks as it goes); a rank with no
+// micro-batch closes its gradients itself.
+std::vector<update_stats> train(policy_trainer& pt, int rank, int world, int first, int n,
+                                bool mark_last = false) {
   std::vector<update_stats> out;
   for (int s = first; s < first + n; ++s) {
     const auto samples = batch(s);
@@ -64,13 +70,17 @@ std::vector<update_stats> train(policy_trainer& pt, int rank, int world, int fir
       tokens[x.group_id] += static_cast<int64_t>(x.response.size());
     const auto owner = assign_by_tokens(tokens, world);
     pt.begin_batch();
+    int mine = 0;
+    for (int g = 0; g < kGroups; ++g)
+      mine += owner[g] == rank;
     for (int g = 0; g < kGroups; ++g) {
       if (owner[g] != rank) continue;
       std::vector<const scored_sample*> mb;
       for (const auto& x : samples)
         if (static_cast<int>(x.group_id) == g) mb.push_back(&x);
-      pt.accumulate(mb);
+      pt.accumulate(mb, mark_last && --mine == 0);
     }
+    if (mark_last) pt.close_gradients();  // a no-op when the last backward already did
     out.push_back(pt.step());
   }
   return out;
@@ -98,6 +108,9 @@ struct run_spec {
   std::string resume;  // a saved state to load before step `first`
   int first = 0;
   bool save = false;
+  bool mark_last = false;  // train()'s
+  int64_t bucket_bytes = kPolicyTrainerDefaults.grad_bucket_bytes;
+  bool float64_sums = true;
 };
 
 // One trainer per rank, each on its own thread and Gloo group (world > 1), or one plain trainer.
@@ -105,10 +118,10 @@ std::vector<rank_out> run(const run_spec& spec) {
   std::vector<rank_out> out(spec.world);
   auto body = [&](int r, dist_group* g) {
     try {
-      policy_trainer pt(model_for(r), settings());
+      policy_trainer pt(model_for(r), settings(spec.bucket_bytes, spec.float64_sums));
       if (g) pt.join_data_parallel(*g, spec.shard);
       if (!spec.resume.empty()) pt.load_state(spec.resume);
-      out[r].stats = train(pt, r, spec.world, spec.first, spec.steps);
+      out[r].stats = train(pt, r, spec.world, spec.first, spec.steps, spec.mark_last);
       out[r].params = params_of(pt);
       out[r].state_bytes = pt.optimizer_state_bytes();
       if (spec.save) out[r].state = pt.save_state();
@@ -224,6 +237,68 @@ TEST(DataParallel, TwoAndThreeRanksTakeTheOneRankUpdate) {
     s.world = world;
     expect_same_run(run(s), one[0]);
   }
+}
+
+// The ranks' sum issued bucket by bucket from inside a rank's last backward must be the sum
+// issued after it: the same buckets summing the same values, bit for bit, in float64 and in
+// .grad mode. 2 KiB buckets make many of them (the tied embedding, final only at the very end
+// of the backward, holds back the last). Catches a bucket issued before all its gradients are
+// final, a gradient counted twice (by the hook and by autograd's own accumulation into .grad),
+// a parameter the backward never reaches left out, and buckets issued in another order on one
+// rank (Gloo pairs each rank's collectives by issue order: the sums would be of wrong parts).
+TEST(DataParallel, SummingDuringTheLastBackwardTakesTheSameUpdate) {
+  for (bool float64_sums : {true, false})
+    for (int world : {2, 3}) {
+      SCOPED_TRACE("world " + std::to_string(world) + (float64_sums ? ", float64" : ", .grad"));
+      run_spec after;
+      after.world = world, after.bucket_bytes = 2048, after.float64_sums = float64_sums;
+      auto during = after;
+      during.mark_last = true;
+      const auto a = run(after), b = run(during);
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(a[r].error.empty()) << a[r].error;
+        ASSERT_TRUE(b[r].error.empty()) << b[r].error;
+        EXPECT_EQ(differing(b[r].params, a[r].params), 0) << "rank " << r;
+        for (size_t s = 0; s < a[r].stats.size(); ++s)
+          EXPECT_EQ(b[r].stats[s].grad_norm, a[r].stats[s].grad_norm) << "step " << s;
+      }
+      if (float64_sums && world == 2) expect_same_run(b, run({}).front());
+    }
+}
+
+// Buckets, offsets and the refusals of the reducer, in a group of one (the sum is the rank's
+// own): a wrong offset or shape would hand one parameter another's values.
+TEST(GradReducer, BucketsFollowTheBackwardAndRefuseASecondGradient) {
+  dist_options o;
+  o.timeout = std::chrono::milliseconds(20000);
+  auto g = dist_group::connect(o);
+  const std::vector<int64_t> numel{10, 20, 30, 5};
+  std::vector<at::Tensor> params{at::zeros({10}), at::zeros({4, 5}), at::zeros({30}),
+                                 at::zeros({5})};
+  // float64 sums, at most 35 elements a bucket, from the last parameter back.
+  grad_reducer red(*g, params, at::kDouble, 35 * 8);
+  EXPECT_EQ(red.buckets(), (std::vector<std::vector<size_t>>{{3, 2}, {1, 0}}));
+  auto value = [&](size_t i) { return at::full({numel[i]}, double(i + 1), at::kDouble); };
+  for (int round = 0; round < 2; ++round) {  // the reducer resets for the next step
+    EXPECT_FALSE(red.started());
+    red.ready(1, value(1).view({4, 5}));
+    EXPECT_TRUE(red.started());
+    red.ready_rest(value);
+    std::vector<at::Tensor> got(4);
+    red.finish([&](size_t i, const at::Tensor& t) { got[i] = t.clone(); });
+    for (size_t i = 0; i < 4; ++i)
+      EXPECT_TRUE(at::equal(got[i], value(i).view(params[i].sizes()))) << "parameter " << i;
+  }
+  // A parameter final twice in one step (its bucket may have left with a partial sum), and a
+  // sum of the wrong size, are errors at the latest when the step's sum is collected.
+  red.ready(0, value(0));
+  red.ready(0, value(0));
+  EXPECT_THROW(red.ready_rest(value), std::logic_error);
+  EXPECT_THROW(red.finish([](size_t, const at::Tensor&) {}), std::logic_error);
+  red.ready(2, value(3));
+  EXPECT_THROW(red.ready_rest(value), std::logic_error);
+  EXPECT_THROW(red.finish([](size_t, const at::Tensor&) {}), std::logic_error);
+  EXPECT_FALSE(red.started());
 }
 
 TEST(DataParallel, ShardedOptimizerTakesTheUnshardedUpdateWithItsStateSplit) {
@@ -408,7 +483,7 @@ TEST(DataParallel, RankZeroCommandsTheOtherRankThroughTheStore) {
       std::vector<const scored_sample*> mb;
       for (const auto& x : samples)
         if (static_cast<int>(x.group_id) == grp) mb.push_back(&x);
-      pt.accumulate(mb);
+      pt.accumulate(mb, grp == kGroups - 1);  // the last closes every rank's gradients
     }
     const auto u = pt.step();
     EXPECT_EQ(u.tokens_trained, one[0].stats[s].tokens_trained);  // both ranks' tokens counted

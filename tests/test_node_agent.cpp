@@ -13,6 +13,7 @@
 #include <string>
 
 #include "actors/node_agent.hpp"
+#include "runtime/cluster/weight_chunks.hpp"
 #include "tests/actor_harness.hpp"
 #include "tests/role_fakes.hpp"
 
@@ -94,6 +95,49 @@ TEST(NodeAgent, ASignalOrTheRunsEndIsNotALoss) {
     EXPECT_TRUE(*a.quit);
     EXPECT_FALSE(a.lost->load());
   }
+}
+
+// One chunk holding all of a packed snapshot of version `holds`, sent as version `as`.
+weight_chunk whole_chunk(int64_t as, int64_t holds) {
+  const auto bytes = pack_weights(weight_snapshot{holds, std::make_shared<weight_blob>()});
+  weight_chunk c;
+  c.version = as, c.index = 0, c.count = 1, c.offset = 0;
+  c.total_bytes = static_cast<int64_t>(bytes.size());
+  c.digest = sha256_hex(bytes.data(), bytes.size());
+  c.bytes.assign(bytes.begin(), bytes.end());
+  return c;
+}
+
+TEST(NodeAgent, BytesHoldingAnotherVersionAreRefusedAndTheStagedOneKept) {
+  // v2 staged, then bytes announced as v3 that hold v1 (intact, their digest right): refused,
+  // and v2 must still launch. Fails if the agent stages what it refuses (it then had v1 and
+  // answered launch v2 with "not staged (have v1)").
+  test::coordinated_system cs;
+  auto a = joined_agent(cs);
+  auto agent = caf::actor_cast<node_agent_actor>(a.agent);
+  std::vector<std::string> answers;
+  auto stage = [&](int64_t as, int64_t holds) {
+    cs.track(cs.sys().spawn(
+        [&answers, agent, c = whole_chunk(as, holds)](caf::event_based_actor* s) mutable {
+          s->request(agent, caf::infinite, stage_atom::value, std::move(c))
+              .then([&answers](int64_t) { answers.push_back("ok"); },
+                    [&answers](caf::error& e) { answers.push_back(caf::to_string(e)); });
+        }));
+    cs.sched().run();
+  };
+  stage(2, 2);
+  stage(3, 1);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0], "ok");
+  EXPECT_NE(answers[1].find("the bytes of v3 hold v1"), std::string::npos) << answers[1];
+  std::string launched;
+  cs.track(cs.sys().spawn([&launched, agent](caf::event_based_actor* s) {
+    s->request(agent, caf::infinite, launch_atom::value, int64_t{2})
+        .then([&launched](std::vector<caf::actor>&) { launched = "ok"; },
+              [&launched](caf::error& e) { launched = caf::to_string(e); });
+  }));
+  cs.sched().run();
+  EXPECT_EQ(launched, "ok");
 }
 
 }  // namespace

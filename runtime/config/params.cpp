@@ -1,5 +1,7 @@
 #include "runtime/config/params.hpp"
 
+#include <algorithm>
+
 #include "runtime/config/run_config.hpp"
 
 namespace asyncrl {
@@ -42,6 +44,8 @@ policy_trainer_params policy_trainer_params_from(const run_config& cfg) {
   p.beta2 = tr.beta2;
   p.grad_clip = tr.grad_clip;
   p.total_steps = tr.total_steps;
+  p.grad_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(tr.grad_bucket_mb * (1 << 20)));
+  p.overlap_grad_reduce = tr.overlap_grad_reduce;
   p.temperature = cfg.rollout.temperature > 0 ? cfg.rollout.temperature : 1.0;
   return p;
 }

@@ -36,6 +36,7 @@ bool resume_may_change(const std::string& key) {
                                       "trainer.devices",
                                       "trainer.data_parallel",
                                       "trainer.shard_optimizer",
+                                      "trainer.overlap_grad_reduce",
                                       "trainer.remote_ranks",
                                       "trainer.dist_listen",
                                       "trainer.dist_timeout_s",

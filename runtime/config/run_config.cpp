@@ -343,6 +343,13 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
   s.add("trainer.shard_optimizer", &tr.shard_optimizer,
         "split the AdamW moments over the data-parallel ranks (ZeRO-1): each rank steps its "
         "shard and the weights are all-gathered; the same update as unsharded");
+  s.add("trainer.grad_bucket_mb", &tr.grad_bucket_mb,
+        "data parallel: the ranks' gradients are summed in buckets of this many MiB, issued as "
+        "the backward finishes each one",
+        positive());
+  s.add("trainer.overlap_grad_reduce", &tr.overlap_grad_reduce,
+        "data parallel: sum the gradients over the ranks while the step's last backward runs "
+        "(the same update as summing after it)");
   s.add("trainer.remote_ranks", &tr.remote_ranks,
         "of the data-parallel ranks, the last this many join from other machines with asyncrl "
         "trainer-rank --join HOST:PORT instead of being started here",

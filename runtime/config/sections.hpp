@@ -125,6 +125,9 @@ struct trainer_section {
   int64_t remote_ranks = 0;          // the last ranks join from elsewhere (asyncrl trainer-rank)
   std::string dist_listen = "127.0.0.1:0";  // the ranks' rendezvous (rank 0's TCPStore)
   double dist_timeout_s = 300;              // the rendezvous and every collective
+  // The ranks' gradient sums: bucket size (MiB), and summed during the step's last backward.
+  double grad_bucket_mb = static_cast<double>(kPolicyTrainerDefaults.grad_bucket_bytes) / (1 << 20);
+  bool overlap_grad_reduce = kPolicyTrainerDefaults.overlap_grad_reduce;
 };
 
 /// trainer.data_parallel resolved: the explicit count, else the length of trainer.devices,

@@ -188,6 +188,63 @@ void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int
   });
 }
 
+struct dist_work::state {
+  c10::intrusive_ptr<c10d::Work> work;
+  at::Tensor tensor;  // kept alive until the transfer is done
+  std::string where;  // "data-parallel rank 1 of 2: allreduce"
+};
+
+dist_work::dist_work() = default;
+dist_work::dist_work(std::unique_ptr<state> s) : s_(std::move(s)) {}
+dist_work::dist_work(dist_work&&) noexcept = default;
+dist_work& dist_work::operator=(dist_work&& o) noexcept {
+  if (this != &o) {
+    settle();  // this one's transfer first
+    s_ = std::move(o.s_);
+  }
+  return *this;
+}
+
+dist_work::~dist_work() {
+  settle();
+}
+
+void dist_work::settle() noexcept {
+  if (!s_) return;
+  try {
+    s_->work->wait();
+  } catch (...) {  // the owner is going away (usually after another error): nothing to report to
+  }
+  s_.reset();
+}
+
+void dist_work::wait() {
+  if (!s_) return;
+  auto s = std::move(s_);
+  try {
+    s->work->wait();
+  } catch (const c10::Error& e) {
+    throw dist_error(s->where + " failed: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw dist_error(s->where + " failed: " + e.what());
+  }
+}
+
+dist_work dist_group::allreduce_start(at::Tensor flat, reduce_kind op) {
+  return guarded(impl_->name, "allreduce", rank_, world_, [&] {
+    c10d::AllreduceOptions ao;
+    ao.reduceOp = op == reduce_kind::sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
+    ao.timeout = impl_->timeout;
+    auto s = std::make_unique<dist_work::state>();
+    s->tensor = flat;
+    s->where = impl_->name + " rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
+               ": allreduce";
+    std::vector<at::Tensor> one{std::move(flat)};
+    s->work = issue([&] { return impl_->pg->allreduce(one, ao); });
+    return dist_work(std::move(s));
+  });
+}
+
 void dist_group::broadcast(std::vector<at::Tensor>& tensors, int root) {
   guarded(impl_->name, "broadcast", rank_, world_, [&] {
     c10d::BroadcastOptions bo;

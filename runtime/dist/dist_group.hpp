@@ -40,6 +40,26 @@ struct dist_options {
 
 enum class reduce_kind { sum, max };
 
+/// A collective issued and not yet waited for (dist_group::allreduce_start). wait() blocks until
+/// it is done, bounded by the group's timeout, and throws dist_error naming the group and the
+/// operation. A work that is destroyed unwaited waits first: its tensor must outlive the
+/// transfer. Move-only.
+class dist_work {
+ public:
+  struct state;
+  dist_work();
+  explicit dist_work(std::unique_ptr<state> s);
+  dist_work(dist_work&&) noexcept;
+  dist_work& operator=(dist_work&&) noexcept;
+  ~dist_work();
+  bool pending() const { return s_ != nullptr; }
+  void wait();
+
+ private:
+  void settle() noexcept;  // waits, ignoring errors
+  std::unique_ptr<state> s_;
+};
+
 class dist_group {
  public:
   /// Joins the group: rank 0 starts the store (calling on_listening with its port before it
@@ -59,6 +79,11 @@ class dist_group {
   /// bucket_bytes (one tensor alone may exceed it, and is reduced in place), up to 4 buckets in
   /// flight at once, so they overlap one another without copying every tensor at once.
   void allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int64_t bucket_bytes = 25 << 20);
+  /// Issues an in-place allreduce of one contiguous tensor and returns without waiting, so that
+  /// the caller can go on computing while Gloo's threads move it (grad_reducer.hpp overlaps
+  /// the gradients' reduction with the backward this way). Every rank must issue the same
+  /// collectives in the same order.
+  dist_work allreduce_start(at::Tensor flat, reduce_kind op);
   /// Every tensor from `root` into the same tensors of the other ranks (shapes must agree).
   void broadcast(std::vector<at::Tensor>& tensors, int root);
   /// Each rank's `mine` (1-D, the same length on every rank), in rank order.

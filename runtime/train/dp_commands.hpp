@@ -14,22 +14,26 @@ namespace asyncrl {
 
 /// The commands, in the order rank 0 posts them to each other rank.
 enum class dp_command : uint8_t {
-  micro_batch,  // payload: sample_codec bytes; the rank accumulates it
-  begin_batch,  // old <- policy
-  step,         // the collective step
-  save,         // a sharded save_state (collective: the shards are gathered)
-  load,         // load_state; the bytes follow by broadcast
-  set_lr,       // payload: 8 bytes, a double
-  discard,      // discard_pending
-  stop,         // the run is over: exit
+  micro_batch,       // payload: sample_codec bytes; the rank accumulates it
+  begin_batch,       // old <- policy
+  step,              // the collective step
+  save,              // a sharded save_state (collective: the shards are gathered)
+  load,              // load_state; the bytes follow by broadcast
+  set_lr,            // payload: 8 bytes, a double
+  discard,           // discard_pending
+  stop,              // the run is over: exit
+  micro_batch_last,  // payload as micro_batch; the step's last: the rank sums during its backward
+  close,             // the step's last micro-batch went elsewhere: start summing the gradients
 };
 
 class dp_commands {
  public:
   virtual ~dp_commands() = default;
   /// The rank that accumulates this micro-batch; when it is not 0 the micro-batch is sent there
-  /// now, so the ranks work on their shares while rank 0 works on its own.
-  virtual int route(const std::vector<const scored_sample*>& micro) = 0;
+  /// now, so the ranks work on their shares while rank 0 works on its own. `last`: the step's
+  /// last micro-batch; every rank other than 0 and the one it goes to is told to close its
+  /// gradients (policy_trainer::close_gradients) now.
+  virtual int route(const std::vector<const scored_sample*>& micro, bool last) = 0;
   virtual void begin_batch() = 0;
   virtual void step() = 0;
   virtual void save() = 0;

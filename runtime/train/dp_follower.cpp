@@ -23,14 +23,18 @@ void follow_rank_zero(policy_trainer& pt, dist_group& group, const follower_opti
     const auto c = static_cast<dp_command>(static_cast<uint8_t>((*bytes)[0]));
     const std::string payload = bytes->substr(1);
     switch (c) {
-      case dp_command::micro_batch: {
+      case dp_command::micro_batch:
+      case dp_command::micro_batch_last: {
         const auto samples = decode_samples(payload);
         std::vector<const scored_sample*> micro;
         for (const auto& s : samples)
           micro.push_back(&s);
-        pt.accumulate(micro);
+        pt.accumulate(micro, c == dp_command::micro_batch_last);
         break;
       }
+      case dp_command::close:
+        pt.close_gradients();
+        break;
       case dp_command::begin_batch:
         pt.begin_batch();
         break;

@@ -32,14 +32,18 @@ void dp_leader::post_all(dp_command c, const std::string& payload) {
     post(r, c, payload);
 }
 
-int dp_leader::route(const std::vector<const scored_sample*>& micro) {
+int dp_leader::route(const std::vector<const scored_sample*>& micro, bool last) {
   int64_t n = 0;
   for (const auto* s : micro)
     n += static_cast<int64_t>(s->response.size());
   const int r =
       static_cast<int>(std::min_element(tokens_.begin(), tokens_.end()) - tokens_.begin());
   tokens_[r] += n;
-  if (r != 0) post(r, dp_command::micro_batch, encode_samples(micro));
+  if (r != 0)
+    post(r, last ? dp_command::micro_batch_last : dp_command::micro_batch, encode_samples(micro));
+  if (last)
+    for (int k = 1; k < group_.world(); ++k)
+      if (k != r) post(k, dp_command::close);
   return r;
 }
 

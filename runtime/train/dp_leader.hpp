@@ -3,7 +3,8 @@
 // Rank 0's side of a multi-process data-parallel trainer: posts policy_trainer's calls to every
 // other rank through the group's store, and routes each micro-batch to the rank with the fewest
 // tokens so far in the step (ties: the lowest rank, rank 0 included). The gradients are summed
-// at the step, so the routing changes who works, not the update.
+// once the step's last micro-batch is routed (else at the step), so the routing changes who
+// works, not the update.
 
 #include <functional>
 #include <string>
@@ -20,7 +21,7 @@ class dp_leader : public dp_commands {
   /// `group` (rank 0) must outlive this object. `diagnose` names a rank that is gone, if any.
   explicit dp_leader(dist_group& group, std::function<std::string()> diagnose = {});
 
-  int route(const std::vector<const scored_sample*>& micro) override;
+  int route(const std::vector<const scored_sample*>& micro, bool last) override;
   void begin_batch() override;
   void step() override;
   void save() override;

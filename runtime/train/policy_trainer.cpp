@@ -8,6 +8,7 @@
 #include "runtime/dist/dist_group.hpp"
 #include "runtime/model/logprobs.hpp"
 #include "runtime/train/dp_commands.hpp"
+#include "runtime/train/grad_reducer.hpp"
 #include "runtime/train/packing.hpp"
 #include "runtime/train/sharded_optimizer.hpp"
 
@@ -89,6 +90,90 @@ void policy_trainer::join_data_parallel(dist_group& group, bool shard_optimizer)
         std::make_unique<sharded_optimizer>(policy_->parameters(), optimizer_options_of(p_), group);
     optimizer_.reset();
   }
+  const auto params = policy_->parameters();
+  reducer_ = std::make_unique<grad_reducer>(
+      group, params, grad64_.empty() ? params.front().scalar_type() : at::kDouble,
+      p_.grad_bucket_bytes);
+}
+
+at::Tensor policy_trainer::rank_sum(const std::vector<at::Tensor>& params, size_t i) {
+  at::NoGradGuard ng;
+  if (!grad64_.empty()) {
+    if (!grad64_lo_.empty()) {
+      grad64_[i].add_(grad64_lo_[i]);
+      grad64_lo_[i].zero_();
+    }
+    return grad64_[i];
+  }
+  auto& g = params[i].mutable_grad();
+  if (!g.defined()) g = at::zeros_like(params[i]);  // a rank without micro-batches
+  return g;
+}
+
+void policy_trainer::close_gradients() {
+  if (!reducer_ || reducer_->started()) return;
+  // The float64 sums: a lone micro-batch's gradient is still in .grad.
+  if (first_in_grad_ && !grad64_.empty()) move_grads_to_accumulators();
+  const auto params = policy_->parameters();
+  reducer_->ready_rest([&](size_t i) { return rank_sum(params, i); });
+}
+
+void policy_trainer::backward_reducing(const at::Tensor& loss) {
+  // .grad holds no float64-mode sum here (accumulate() moved it): each hook adds the incoming
+  // gradient g to the accumulators as move_grads_to_accumulators() would, and hands the final
+  // sum to the reducer. In .grad mode the final sum is .grad + g, computed here as autograd
+  // computes it just after the hook. The hook of a leaf fires once per backward, with the
+  // gradient from every use of the parameter summed (the tied embedding's two).
+  const auto params = policy_->parameters();
+  std::vector<std::pair<size_t, unsigned>> hooks;
+  auto remove = [&] {
+    for (const auto& [i, h] : hooks)
+      params[i].remove_hook(h);
+    hooks.clear();
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].requires_grad()) continue;
+    auto* p = &params[i];
+    hooks.emplace_back(i, params[i].register_hook([this, i, p, &params](const at::Tensor& g) {
+      at::NoGradGuard ng;
+      if (grad64_.empty()) {
+        const auto& prior = p->grad();
+        reducer_->ready(i, prior.defined() ? prior + g : g);
+        return;
+      }
+      if (grad64_lo_.empty())
+        grad64_[i].add_(g.to(at::kDouble));
+      else
+        add_compensated(grad64_[i], grad64_lo_[i], g);
+      reducer_->ready(i, rank_sum(params, i));
+    }));
+  }
+  try {
+    loss.backward();
+  } catch (...) {
+    remove();
+    throw;
+  }
+  remove();
+  if (!grad64_.empty()) {
+    // Autograd also added each g to .grad: the accumulators already hold it.
+    at::NoGradGuard ng;
+    for (auto& p : params)
+      if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+  reducer_->ready_rest([&](size_t i) { return rank_sum(params, i); });  // those not reached
+}
+
+void policy_trainer::finish_reduction() {
+  at::NoGradGuard ng;
+  const auto params = policy_->parameters();
+  reducer_->finish([&](size_t i, const at::Tensor& sum) {
+    if (!grad64_.empty())
+      grad64_[i].copy_(sum);
+    else
+      params[i].mutable_grad().copy_(sum);
+  });
+  first_in_grad_ = false;
 }
 
 int64_t policy_trainer::skipped_steps() const {
@@ -116,24 +201,10 @@ void policy_trainer::reduce_across_ranks() {
   at::NoGradGuard ng;
   // The gradient sums: the float64 accumulators (deterministic mode), else .grad. Summing the
   // ranks' float64 partial sums differs from one rank's sum of the same micro-batches only in
-  // float64 rounding, which the cast to float32 at the step almost always hides.
-  if (first_in_grad_ && !grad64_.empty()) move_grads_to_accumulators();
-  auto params = policy_->parameters();
-  std::vector<at::Tensor> sums;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!grad64_.empty()) {
-      if (!grad64_lo_.empty()) {
-        grad64_[i].add_(grad64_lo_[i]);
-        grad64_lo_[i].zero_();
-      }
-      sums.push_back(grad64_[i]);
-    } else {
-      auto& g = params[i].mutable_grad();
-      if (!g.defined()) g = at::zeros_like(params[i]);  // a rank without micro-batches
-      sums.push_back(g);
-    }
-  }
-  dp_->allreduce(sums, reduce_kind::sum);
+  // float64 rounding, which the cast to float32 at the step almost always hides. Already
+  // started when a last micro-batch or the leader closed them.
+  close_gradients();
+  finish_reduction();
 
   // The mini-batch's sums and extremes, on the host: (16,) summed and (5,) maxed.
   const double inf = std::numeric_limits<double>::infinity();
@@ -232,8 +303,15 @@ at::Tensor policy_trainer::response_logprobs(CausalLMImpl& model,
   return to_rows(packed_logprobs(model, b), b).masked_select(response_mask(b));
 }
 
-void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) {
-  if (cmds_ && cmds_->route(micro) != 0) return;  // another rank accumulates it
+void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, bool last) {
+  if (reducer_ && reducer_->started())
+    throw std::logic_error(
+        "accumulate: this step's gradients are already being summed over the "
+        "ranks (a micro-batch after the last one)");
+  if (cmds_ && cmds_->route(micro, last) != 0) {  // another rank accumulates it
+    if (last) close_gradients();
+    return;
+  }
   auto device = policy_->parameters().front().device();
   auto b = pack_samples(micro, p_.shared_prompt_attention, device, p_.padding_free);
   const auto N = b.targets.size(0);
@@ -306,8 +384,12 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro) 
   // budget that holds the whole step) it never needs the float64 buffers. A second one first
   // moves it there, so backward() below writes into zeroed .grad as it always did.
   if (first_in_grad_) move_grads_to_accumulators();
-  out.loss.backward();
-  if (!grad64_.empty()) {
+  const bool overlap = last && reducer_ && p_.overlap_grad_reduce;
+  if (overlap)
+    backward_reducing(out.loss);
+  else
+    out.loss.backward();
+  if (!grad64_.empty() && !overlap) {
     if (micro_batches_ == 0)
       first_in_grad_ = true;
     else

@@ -26,6 +26,7 @@ struct packed_batch;
 class dist_group;
 class sharded_optimizer;
 class dp_commands;
+class grad_reducer;
 
 class policy_trainer {
  public:
@@ -56,7 +57,14 @@ class policy_trainer {
   /// Forward (policy with gradients; old and reference without), loss, backward for one
   /// micro-batch. The samples' advantages must be set. Throws std::invalid_argument on bad
   /// input (empty batch, mismatched lengths, a token version newer than the policy).
-  void accumulate(const std::vector<const scored_sample*>& micro);
+  /// `last`: no other micro-batch comes before step(). A data-parallel rank then sums its
+  /// gradients with the other ranks while the backward runs (p.overlap_grad_reduce), and rank 0
+  /// of a multi-process group tells every other rank to start its sum too.
+  void accumulate(const std::vector<const scored_sample*>& micro, bool last = false);
+  /// A data-parallel rank's gradient sums are complete: their sum over the ranks starts now, and
+  /// step() waits for it. Collective (every rank closes, by this call, by accumulate(..., true),
+  /// or inside step()). Does nothing outside a group or when the sum has already started.
+  void close_gradients();
   /// Normalises the accumulated gradients, clips, and steps AdamW (or skips a non-finite
   /// step, leaving weights and optimizer state untouched). Returns the step's metrics.
   update_stats step();
@@ -110,6 +118,14 @@ class policy_trainer {
   std::unique_ptr<sharded_optimizer> sharded_;
   dist_group* dp_ = nullptr;     // the data-parallel group, if this trainer is one of its ranks
   dp_commands* cmds_ = nullptr;  // rank 0 of a multi-process group: the other ranks' commands
+  std::unique_ptr<grad_reducer> reducer_;  // the ranks' gradient sums, in fixed buckets
+  // This rank's sum of parameter i's gradient so far (float64 accumulators or .grad), complete.
+  at::Tensor rank_sum(const std::vector<at::Tensor>& params, size_t i);
+  // The backward of a rank's last micro-batch, handing each parameter's final sum to reducer_
+  // as the backward produces it.
+  void backward_reducing(const at::Tensor& loss);
+  // Waits for the ranks' sums and puts them where step() reads the gradient.
+  void finish_reduction();
   update_stats step_here();
   // Data parallel: sums the ranks' gradient sums and mini-batch counts (a collective).
   void reduce_across_ranks();

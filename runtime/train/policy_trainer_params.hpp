@@ -38,6 +38,10 @@ struct policy_trainer_params {
   double beta2 = 0.999;
   double grad_clip = 1.0;  // 0 = off
   int64_t total_steps = 20;
+  // Data parallel: the ranks' gradient sums go in buckets of this many bytes, and a rank's last
+  // micro-batch of a step sums them while its backward runs (grad_reducer.hpp).
+  int64_t grad_bucket_bytes = int64_t{25} << 20;
+  bool overlap_grad_reduce = true;
 
   double temperature = 1.0;  // logits are divided by it, as the generator does
 };

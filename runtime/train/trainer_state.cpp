@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/train/dp_commands.hpp"
+#include "runtime/train/grad_reducer.hpp"
 #include "runtime/train/policy_trainer.hpp"
 #include "runtime/train/sharded_optimizer.hpp"
 
@@ -185,6 +186,8 @@ void policy_trainer::load_state(const std::string& bytes) {
 
 void policy_trainer::discard_pending() {
   if (cmds_) cmds_->discard();
+  // A sum over the ranks already issued is waited for (every rank issued it) and dropped.
+  if (reducer_ && reducer_->started()) finish_reduction();
   at::NoGradGuard ng;
   for (auto& g : grad64_)
     g.zero_();
