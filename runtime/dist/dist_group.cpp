@@ -130,62 +130,12 @@ std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
   return std::unique_ptr<dist_group>(new dist_group(std::move(p), o.rank, o.world, port));
 }
 
-void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int64_t bucket_bytes) {
-  guarded(impl_->name, "allreduce", rank_, world_, [&] {
-    c10d::AllreduceOptions ao;
-    ao.reduceOp = op == reduce_kind::sum ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
-    ao.timeout = impl_->timeout;
-    // Buckets of consecutive tensors of one dtype: [first, last).
-    struct bucket {
-      size_t first, last;
-      at::Tensor flat;
-      c10::intrusive_ptr<c10d::Work> work;
-    };
-    std::vector<bucket> buckets;
-    for (size_t i = 0; i < tensors.size();) {
-      size_t j = i + 1;
-      int64_t bytes = tensors[i].nbytes();
-      while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() &&
-             bytes + static_cast<int64_t>(tensors[j].nbytes()) <= bucket_bytes)
-        bytes += tensors[j++].nbytes();
-      buckets.push_back({i, j, {}, {}});
-      i = j;
-    }
-    // Waits for bucket b, copies a flat bucket back into its tensors and frees it.
-    auto finish = [&](bucket& b) {
-      b.work->wait();
-      if (b.last - b.first > 1) {
-        int64_t off = 0;
-        for (size_t k = b.first; k < b.last; ++k) {
-          const auto n = tensors[k].numel();
-          tensors[k].copy_(b.flat.narrow(0, off, n).view(tensors[k].sizes()));
-          off += n;
-        }
-      }
-      b.flat = at::Tensor();
-      b.work.reset();
-    };
-    // At most kInFlight buckets at a time: they overlap one another, and the flat copies of
-    // multi-tensor buckets never add more than kInFlight x bucket_bytes to the peak memory.
-    constexpr size_t kInFlight = 4;
-    for (size_t i = 0; i < buckets.size(); ++i) {
-      auto& b = buckets[i];
-      if (b.last - b.first == 1) {
-        b.flat = tensors[b.first];
-      } else {
-        std::vector<at::Tensor> parts;
-        for (size_t k = b.first; k < b.last; ++k)
-          parts.push_back(tensors[k].reshape({-1}));
-        b.flat = at::cat(parts);
-      }
-      std::vector<at::Tensor> one{b.flat};
-      b.work = issue([&] { return impl_->pg->allreduce(one, ao); });
-      if (i >= kInFlight) finish(buckets[i - kInFlight]);
-    }
-    for (size_t i = buckets.size() > kInFlight ? buckets.size() - kInFlight : 0; i < buckets.size();
-         ++i)
-      finish(buckets[i]);
-  });
+void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op) {
+  std::vector<dist_work> works;
+  for (auto& t : tensors)
+    works.push_back(allreduce_start(t, op));
+  for (auto& w : works)
+    w.wait();
 }
 
 struct dist_work::state {

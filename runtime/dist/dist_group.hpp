@@ -75,10 +75,9 @@ class dist_group {
   int world() const { return world_; }
   int port() const { return port_; }
 
-  /// In place over contiguous CPU tensors; tensors are grouped into flat buckets of at most
-  /// bucket_bytes (one tensor alone may exceed it, and is reduced in place), up to 4 buckets in
-  /// flight at once, so they overlap one another without copying every tensor at once.
-  void allreduce(std::vector<at::Tensor>& tensors, reduce_kind op, int64_t bucket_bytes = 25 << 20);
+  /// In place over contiguous tensors, one collective each, all issued before the first wait.
+  /// For a few small tensors (the step's counts); gradients go in grad_reducer's buckets.
+  void allreduce(std::vector<at::Tensor>& tensors, reduce_kind op);
   /// Issues an in-place allreduce of one contiguous tensor and returns without waiting, so that
   /// the caller can go on computing while Gloo's threads move it (grad_reducer.hpp overlaps
   /// the gradients' reduction with the backward this way). Every rank must issue the same
