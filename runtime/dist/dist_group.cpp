@@ -140,8 +140,9 @@ void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op) {
 
 struct dist_work::state {
   c10::intrusive_ptr<c10d::Work> work;
-  at::Tensor tensor;  // kept alive until the transfer is done
-  std::string where;  // "data-parallel rank 1 of 2: allreduce"
+  at::Tensor tensor;       // kept alive until the transfer is done
+  std::string name, what;  // for guarded()'s message: "data-parallel rank 1 of 2: allreduce"
+  int rank = 0, world = 1;
 };
 
 dist_work::dist_work() = default;
@@ -171,13 +172,7 @@ void dist_work::settle() noexcept {
 void dist_work::wait() {
   if (!s_) return;
   auto s = std::move(s_);
-  try {
-    s->work->wait();
-  } catch (const c10::Error& e) {
-    throw dist_error(s->where + " failed: " + e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    throw dist_error(s->where + " failed: " + e.what());
-  }
+  guarded(s->name, s->what, s->rank, s->world, [&] { s->work->wait(); });
 }
 
 dist_work dist_group::allreduce_start(at::Tensor flat, reduce_kind op) {
@@ -187,8 +182,7 @@ dist_work dist_group::allreduce_start(at::Tensor flat, reduce_kind op) {
     ao.timeout = impl_->timeout;
     auto s = std::make_unique<dist_work::state>();
     s->tensor = flat;
-    s->where = impl_->name + " rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
-               ": allreduce";
+    s->name = impl_->name, s->what = "allreduce", s->rank = rank_, s->world = world_;
     std::vector<at::Tensor> one{std::move(flat)};
     s->work = issue([&] { return impl_->pg->allreduce(one, ao); });
     return dist_work(std::move(s));

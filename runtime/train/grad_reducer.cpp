@@ -23,14 +23,11 @@ grad_reducer::grad_reducer(dist_group& group, const std::vector<at::Tensor>& par
       buckets_.push_back(std::move(b));
     }
     auto& b = buckets_.back();
-    slots_[k] = {buckets_.size() - 1, b.numel, p.numel(), false};
+    slots_[k] = {buckets_.size() - 1, b.numel, p.numel(), p.sizes().vec(), false};
     b.params.push_back(k);
     b.numel += p.numel();
     ++b.waiting;
   }
-  shapes_.reserve(params.size());
-  for (const auto& p : params)
-    shapes_.push_back(p.sizes().vec());
 }
 
 void grad_reducer::ready(size_t i, const at::Tensor& sum) noexcept {
@@ -95,7 +92,7 @@ void grad_reducer::finish(const std::function<void(size_t, const at::Tensor&)>& 
     for (auto& b : buckets_) {
       b.work.wait();
       for (size_t i : b.params)
-        dest(i, b.flat.narrow(0, slots_[i].offset, slots_[i].numel).view(shapes_[i]));
+        dest(i, b.flat.narrow(0, slots_[i].offset, slots_[i].numel).view(slots_[i].shape));
       b.flat = at::Tensor();
     }
   } catch (...) {

@@ -50,6 +50,7 @@ class grad_reducer {
     size_t bucket = 0;
     int64_t offset = 0;  // elements into the bucket's flat buffer
     int64_t numel = 0;
+    std::vector<int64_t> shape;  // the parameter's, for the sum handed back
     bool ready = false;
   };
   struct bucket {
@@ -64,7 +65,6 @@ class grad_reducer {
   void issue_in_order();
 
   dist_group& group_;
-  std::vector<std::vector<int64_t>> shapes_;
   std::vector<slot> slots_;
   std::vector<bucket> buckets_;
   size_t next_ = 0;  // the next bucket to issue
