@@ -339,7 +339,7 @@ void spawn_roles(ctrl_ptr self) {
   st.sync = spawn_synchronizer(sys, std::move(sa));
   trainer_args ta{env, st.args.initial, st.queue, st.sync, me, st.args.test, {}};
   if (restore) ta.restore = std::move(restore->trainer);
-  ta.data_parallel = st.args.data_parallel;
+  if (st.args.data_parallel) ta.data_parallel = st.args.data_parallel();
   st.trainer = spawn_trainer(sys, std::move(ta));
   // Linked: a child that fails reaches the exit handler below (a rollouter is restarted, any
   // other role takes the run down), and a controller that is killed takes its children with
@@ -428,6 +428,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         spawn_roles(self);
         for (auto& [w, r] : st.roster.live())
           self->send(r, start_atom::value);
+        admit_early_workers(self);
         self->send(st.trainer, start_atom::value);
         arm_watchdog(self);
         return st.done;
@@ -485,6 +486,7 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         requeue_and_respawn(self, worker, dead);
       },
       [self](join_atom, join_request& req) { return on_join(self, req); },
+      [self](join_atom, rank_join_request& req) { return on_rank_join(self, req); },
       [self](lost_atom, caf::actor& agent, std::string& why) {
         on_remote_lost(self, caf::actor_cast<caf::actor_addr>(agent), why);
       },

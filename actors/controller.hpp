@@ -7,7 +7,9 @@
 // the no-sample-lost accounting.
 
 #include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,8 +38,14 @@ struct controller_args {
   // run directory, mode 0600: only its owner can read it). Empty: none asked (TLS, or tests).
   std::string secret;
   std::optional<run_state> resume;  // continue from this checkpoint (run.trainer.state set)
-  // Rank 0 of the trainer's data-parallel group, handed to the trainer; null: one rank.
-  std::shared_ptr<dp_leader> data_parallel;
+  // Rank 0 of the trainer's data-parallel group, asked for when the run starts (run_atom: by
+  // then every rank joined) and handed to the trainer; empty, or null: one rank.
+  std::function<std::shared_ptr<dp_leader>()> data_parallel;
+  // A trainer rank on another machine asks for its place (trainer-rank --connect), once its
+  // secret was checked: its rank and where the group meets, or why not. Called on the
+  // controller's thread while the run waits for its ranks. Empty: no rank may join from
+  // elsewhere.
+  std::function<caf::expected<rank_setup>(const std::string& host, int32_t pid)> admit_rank;
 };
 
 controller_actor spawn_controller(caf::actor_system& sys, controller_args args);

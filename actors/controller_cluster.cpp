@@ -63,6 +63,45 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
   if (req.rollouters <= 0 || !req.agent)
     return caf::make_error(errc::bad_request,
                            "a worker must bring at least one rollouter and its agent");
+  auto rp = self->make_response_promise<join_reply>();
+  if (!st.sync) {  // the run has not started: it waits for its trainer ranks
+    spdlog::info("cluster: worker {} (pid {}) joins when the run starts", req.host, req.pid);
+    st.early_joins.emplace_back(std::move(req), rp);
+    return rp;
+  }
+  admit_worker(self, req, rp);
+  return rp;
+}
+
+void admit_early_workers(ctrl_ptr self) {
+  auto joins = std::move(self->state.early_joins);
+  self->state.early_joins.clear();
+  for (auto& [req, rp] : joins)
+    admit_worker(self, req, rp);
+}
+
+caf::result<rank_setup> on_rank_join(ctrl_ptr self, rank_join_request& req) {
+  auto& st = self->state;
+  if (auto why = check_secret(self, req.secret, "trainer rank"); !why.empty())
+    return caf::make_error(errc::unauthorized, why);
+  if (st.shutting_down()) return caf::make_error(errc::run_over, "the run is shutting down");
+  if (!st.args.admit_rank)
+    return caf::make_error(errc::bad_request,
+                           "this run takes no trainer rank from elsewhere (trainer.remote_ranks "
+                           "is 0, or every rank already joined)");
+  auto setup = st.args.admit_rank(req.host, req.pid);
+  if (setup)
+    spdlog::info("cluster: trainer rank {} of {} joins from {} (pid {})", setup->rank, setup->world,
+                 req.host, req.pid);
+  else
+    spdlog::warn("cluster: refused a trainer rank from {} (pid {}): {}", req.host, req.pid,
+                 self->system().render(setup.error()));
+  if (!setup) return std::move(setup.error());
+  return std::move(*setup);
+}
+
+void admit_worker(ctrl_ptr self, join_request& req, caf::typed_response_promise<join_reply> rp) {
+  auto& st = self->state;
   const auto first = st.roster.nodes().take_ids(req.rollouters);
   const auto agent_addr = caf::actor_cast<caf::actor_addr>(req.agent);
   st.roster.nodes().add(agent_addr, req.agent, req.host, req.pid);
@@ -71,7 +110,6 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
                req.pid, req.rollouters, first, first + req.rollouters - 1);
   // The answer leaves before the synchronizer starts sending weights, so the agent knows the
   // run's parameters before the first chunk arrives (both travel the same connection, in order).
-  auto rp = self->make_response_promise<join_reply>();
   rp.deliver(join_reply{worker_setup_of(st.args.env->params), first,
                         caf::actor_cast<caf::actor>(st.queue),
                         caf::actor_cast<caf::actor>(st.reward), caf::actor_cast<caf::actor>(self)});
@@ -103,7 +141,6 @@ caf::result<join_reply> on_join(ctrl_ptr self, join_request& req) {
           [self, agent_addr](const caf::error& e) {
             on_remote_lost(self, agent_addr, "join failed: " + self->system().render(e));
           });
-  return rp;
 }
 
 void on_remote_lost(ctrl_ptr self, const caf::actor_addr& agent, const std::string& why) {

@@ -111,6 +111,9 @@ struct controller_state {
   std::vector<caf::typed_response_promise<console_reply>> checkpoint_waiters;
   int64_t generations = 0;  // the console's generate requests (each its own sampling stream)
 
+  // Workers that asked to join before the roles were spawned (run_atom), in order.
+  std::vector<std::pair<join_request, caf::typed_response_promise<join_reply>>> early_joins;
+
   reported_states reported;
   metrics_log metrics;  // metrics.jsonl, and its last lines for the console
   std::unique_ptr<progress_line> bar;
@@ -163,6 +166,14 @@ void tell_queue_members(ctrl_ptr self);
 void retire_rollouter(ctrl_ptr self, int32_t worker, const std::string& why);
 /// A worker process asks to join: ids, the config, then its rollouters via the synchronizer.
 caf::result<join_reply> on_join(ctrl_ptr self, join_request& req);
+/// A worker's join once the roles exist: its ids, the answer, then its rollouters via the
+/// synchronizer.
+void admit_worker(ctrl_ptr self, join_request& req, caf::typed_response_promise<join_reply> rp);
+/// Workers that asked to join before the run started (it waits for its trainer ranks with the
+/// listener open) join now that the roles exist.
+void admit_early_workers(ctrl_ptr self);
+/// A trainer rank on another machine asks for its place: the secret, then args.admit_rank.
+caf::result<rank_setup> on_rank_join(ctrl_ptr self, rank_join_request& req);
 /// A remote rollouter (or its whole node) is gone: fenced, its work regenerated.
 void on_remote_lost(ctrl_ptr self, const caf::actor_addr& agent, const std::string& why);
 /// The down handler: remote rollouters and worker agents are monitored, not linked.

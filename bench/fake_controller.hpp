@@ -28,6 +28,7 @@ inline controller_actor fake_controller(caf::actor_system& sys) {
         [](interrupt_atom) {},
         [](requeue_atom, int32_t, caf::actor_addr&) {},
         [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
+        [](join_atom, rank_join_request&) -> caf::result<rank_setup> { return rank_setup{}; },
         [](lost_atom, caf::actor&, std::string&) {},
         [](watchdog_atom) {},
         [](console_atom, console_request&) { return console_reply{}; },

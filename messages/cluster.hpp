@@ -34,6 +34,25 @@ struct join_reply {
   caf::actor controller;     // controller_actor
 };
 
+/// A data-parallel trainer rank on another machine asks for its place in the run
+/// (`asyncrl trainer-rank --connect`, docs/scaling.md), under the same TLS and secret rules as a
+/// worker.
+struct rank_join_request {
+  std::string host;    // the rank's hostname (logs)
+  int32_t pid = 0;     // its process id (logs)
+  std::string secret;  // the run's secret (<run_dir>/run.secret) when it has no TLS
+};
+
+/// The controller's answer: which rank it is and where the ranks' c10d group meets.
+struct rank_setup {
+  int32_t rank = 0;        // trainer.data_parallel - trainer.remote_ranks .. world - 1
+  int32_t world = 0;       // trainer.data_parallel
+  std::string store_host;  // the rendezvous: rank 0's TCPStore (trainer.dist_listen)
+  int32_t store_port = 0;
+  std::string token;        // the group's keys in the store live under this name
+  std::string config_yaml;  // the run's resolved config
+};
+
 /// One piece of a weight version on its way to a node. The pieces are msgpack bytes of the
 /// snapshot (pack_weights) cut at `offset`; the last one completes the version, which is used
 /// only if the SHA-256 of all its bytes equals `digest`.
@@ -82,6 +101,17 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("join_reply"), x.setup, x.first_worker, x.queue, x.reward,
            x.controller);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_join_request& x) {
+  return f(caf::meta::type_name("rank_join_request"), x.host, x.pid, x.secret);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_setup& x) {
+  return f(caf::meta::type_name("rank_setup"), x.rank, x.world, x.store_host, x.store_port, x.token,
+           x.config_yaml);
 }
 
 template <class Inspector>

@@ -131,6 +131,7 @@ using controller_actor = caf::typed_actor<
     caf::reacts_to<activity_atom, trainer_status>, caf::reacts_to<activity_atom, sync_status>,
     caf::reacts_to<interrupt_atom>,                              // SIGINT/SIGTERM: checkpoint, stop
     caf::replies_to<join_atom, join_request>::with<join_reply>,  // a worker process joins
+    caf::replies_to<join_atom, rank_join_request>::with<rank_setup>,  // a trainer rank joins
     caf::reacts_to<lost_atom, caf::actor, std::string>,      // a node failed a sync step: drop it
     caf::reacts_to<requeue_atom, int32_t, caf::actor_addr>,  // (self) a rollouter died
     caf::reacts_to<watchdog_atom>,                           // (self) has a step completed lately?

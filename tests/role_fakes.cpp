@@ -59,6 +59,7 @@ controller_actor fake_controller(coordinated_system& cs, controller_hooks hooks)
         [](interrupt_atom) {},
         [](requeue_atom, int32_t, caf::actor_addr&) {},
         [](join_atom, join_request&) -> caf::result<join_reply> { return join_reply{}; },
+        [](join_atom, rank_join_request&) -> caf::result<rank_setup> { return rank_setup{}; },
         [h](lost_atom, caf::actor& agent, std::string& why) {
           if (h->lost) h->lost(agent, why);
         },

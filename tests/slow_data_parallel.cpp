@@ -136,10 +136,12 @@ TEST(TrainDataParallel, ADeviceThatDoesNotExistIsRefusedNamingItsKey) {
   }
 }
 
-TEST(TrainDataParallel, ARankStartedByHandJoinsWithTheRunsConfigAndPort) {
+TEST(TrainDataParallel, ARankStartedByHandGetsItsPlaceFromTheListenerWithTheRunsSecret) {
   // trainer.remote_ranks=1: train starts rank 0 only and waits; rank 1 is started here as a
-  // user on another machine would, from <run_dir>/dp_config.yaml and dp.json's port. The run
-  // must end on the one-rank weights. Bounded: dp.json within 30 s, the run by its timeout.
+  // user on another machine would, with the cluster listener's port (cluster.json) and the run's
+  // secret: it gets its rank, the config and the rendezvous from the controller. Without the
+  // secret it is refused, and so is a hand-started --join without the group's token. The run
+  // must end on the one-rank weights. Bounded: cluster.json within 30 s, the rest by timeouts.
   asyncrl::test::temp_dir dir("dp_remote");
   const auto one = train("sync", "", dir.file("one"));
   ASSERT_EQ(one.status, 0) << one.log;
@@ -150,16 +152,28 @@ TEST(TrainDataParallel, ARankStartedByHandJoinsWithTheRunsConfigAndPort) {
       ".train.log 2>&1 & train=$!; "
       "for i in $(seq 1 300); do [ -s " +
       run +
-      "/dp.json ] && break; sleep 0.1; done; "
+      "/cluster.json ] && break; sleep 0.1; done; "
       "port=$(python3 -c \"import json,sys; print(json.load(open(sys.argv[1]))['port'])\" " +
-      run + "/dp.json); " + cli + " trainer-rank -c " + run +
-      "/dp_config.yaml --rank 1 --join 127.0.0.1:$port > " + run +
+      run + "/cluster.json); " +
+      // refused: no secret; a --join without the token
+      "ASYNCRL_RUN_SECRET= timeout 60 " + cli + " trainer-rank --connect 127.0.0.1:$port > " + run +
+      ".nosecret.log 2>&1; nosecret=$?; " + "ASYNCRL_DIST_TOKEN= timeout 60 " + cli +
+      " trainer-rank -c " + run + "/dp_config.yaml --rank 1 --join 127.0.0.1:1 > " + run +
+      ".notoken.log 2>&1; notoken=$?; " +
+      // the rank, with the secret
+      "timeout 120 " + cli + " trainer-rank --connect 127.0.0.1:$port --secret-file " + run +
+      "/run.secret > " + run +
       ".rank1.log 2>&1; rank=$?; "
-      "wait $train; t=$?; echo \"train $t rank $rank\"";
+      "wait $train; t=$?; echo \"train $t rank $rank nosecret $nosecret notoken $notoken\"";
   std::string out;
   asyncrl::test::run_command(script, &out);  // sh -c
-  EXPECT_NE(out.find("train 0 rank 0"), std::string::npos)
-      << out << asyncrl::test::read_text(run + ".train.log");
+  EXPECT_NE(out.find("train 0 rank 0 nosecret 1 notoken 2"), std::string::npos)
+      << out << asyncrl::test::read_text(run + ".train.log")
+      << asyncrl::test::read_text(run + ".rank1.log");
+  EXPECT_NE(asyncrl::test::read_text(run + ".nosecret.log").find("must present the run's secret"),
+            std::string::npos);
+  EXPECT_NE(asyncrl::test::read_text(run + ".notoken.log").find("no group token"),
+            std::string::npos);
   const auto s = nlohmann::json::parse(asyncrl::test::read_text(run + "/summary.json"));
   EXPECT_EQ(s["params_sha256"], one.summary["params_sha256"]);
 }

@@ -97,6 +97,23 @@ TEST(Address, NonLoopbackHosts) {
   EXPECT_FALSE(is_loopback_host("[::1]"));  // split_host_port removes the brackets first
 }
 
+TEST(Address, WildcardHosts) {
+  EXPECT_TRUE(is_wildcard_host("0.0.0.0"));
+  EXPECT_TRUE(is_wildcard_host("::"));
+  EXPECT_TRUE(is_wildcard_host(""));
+  EXPECT_FALSE(is_wildcard_host("127.0.0.1"));
+  EXPECT_FALSE(is_wildcard_host("10.0.0.1"));
+}
+
+// The address a peer reaches us back at is the source of our route to the store: over
+// loopback, 127.0.0.1 (for any 127/8 destination: lo's source). (Two network namespaces,
+// partition_test.sh ranks, check the routed case.)
+TEST(Address, LocalAddressTowardAHostIsTheRoutesSource) {
+  EXPECT_EQ(local_address_toward("127.0.0.1", 29500), "127.0.0.1");
+  EXPECT_EQ(local_address_toward("127.3.4.5", 1), "127.0.0.1");
+  EXPECT_EQ(local_address_toward("::1", 29500), "::1");
+}
+
 // weight_chunks.hpp -----------------------------------------------------------------------------
 
 TEST(WeightChunks, Sha256KnownValues) {

@@ -440,6 +440,14 @@ TEST(DataParallelConfig, DeviceListsAndRankCountsAreCheckedNamingTheKey) {
   expect_error("trainer:\n  lr: [1, 2]\n", {}, "key 'trainer.lr': lists are not supported");
   expect_error("", {"trainer.data_parallel=2", "trainer.dist_listen=10.1.2.3:0"},
                "key 'trainer.dist_listen'");
+  // A wildcard address is no address the other ranks can connect to, even where allowed.
+  expect_error(
+      "",
+      {"trainer.data_parallel=2", "trainer.dist_listen=0.0.0.0:0", "cluster.allow_insecure=true"},
+      "key 'trainer.dist_listen': '0.0.0.0:0' names no address");
+  // Remote ranks get their place through the cluster listener.
+  expect_error("", {"trainer.data_parallel=2", "trainer.remote_ranks=1", "cluster.listen=off"},
+               "key 'trainer.remote_ranks': remote ranks join through the cluster listener");
 }
 
 // Rank 0 driven as the trainer actor drives it (every micro-batch to accumulate(), then step()),

@@ -362,6 +362,8 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
     ws.seed = 9;
     s.type(join_reply{ws, 8, local, remote, caf::actor{}});
   }
+  s.type(rank_join_request{"node-b", 4242, std::string(64, 's')});
+  s.type(rank_setup{3, 4, "10.0.0.1", 29500, std::string(32, 't'), "trainer:\n  lr: 1.0e-05\n"});
   s.type(make_chunk());
   s.type(weight_broadcast{1LL << 35, (1LL << 33) + 7, std::string(64, 'b')});
   s.type(console_request{static_cast<int32_t>(console_cmd::set), {"trainer.lr", "1e-5"}, true});
@@ -374,6 +376,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
 
   // Messages of the interfaces that cross nodes (messages/interfaces.hpp), atoms included.
   s.message(join_atom::value, join_request{"h", 1, 2, local});
+  s.message(join_atom::value, rank_join_request{"h", 2, "secret"});
   s.message(join_atom::value, local, int32_t{8}, int32_t{3});
   s.message(leave_atom::value, std::vector<int32_t>{8, 9});
   s.message(stage_atom::value, make_chunk());

@@ -124,15 +124,23 @@ void add_run_commands(CLI::App& app, cli_args& a) {
                            "cluster.tls.*=...");
   a.rank_cmd = app.add_subcommand(
       "trainer-rank",
-      "one data-parallel trainer rank (train starts its local ranks itself; docs/scaling.md)");
-  a.rank_cmd
-      ->add_option("--config,-c", a.rank.config, "the run's config (<run_dir>/dp_config.yaml)")
-      ->required();
-  a.rank_cmd->add_option("--rank", a.rank.rank, "this rank: 1 .. trainer.data_parallel - 1")
-      ->required();
-  a.rank_cmd->add_option("--join", a.rank.join, "HOST:PORT of the rendezvous (<run_dir>/dp.json)")
-      ->required();
-  a.rank_cmd->add_option("overrides", a.rank.overrides, "dotted key=value overrides");
+      "one data-parallel trainer rank: join a run from another machine with --connect (train "
+      "starts its local ranks itself; docs/scaling.md)");
+  a.rank_cmd->add_option("--connect", a.rank.connect,
+                         "HOST:PORT of the run's cluster listener: a rank on another machine");
+  a.rank_cmd->add_option("--secret-file", a.rank.secret_file,
+                         "with --connect, a run without TLS: its RUN_DIR/run.secret (or set "
+                         "ASYNCRL_RUN_SECRET)");
+  a.rank_cmd->add_option("--tls-dir", a.rank.tls_dir,
+                         "with --connect: DIR with ca.pem, node.pem, node.key");
+  a.rank_cmd->add_option("--config,-c", a.rank.config,
+                         "with --join: the run's config (<run_dir>/dp_config.yaml)");
+  a.rank_cmd->add_option("--rank", a.rank.rank, "with --join: 1 .. trainer.data_parallel - 1");
+  a.rank_cmd->add_option("--join", a.rank.join,
+                         "HOST:PORT of the rendezvous, for the ranks asyncrl train starts");
+  a.rank_cmd->add_option("overrides", a.rank.overrides,
+                         "key=value; with --connect only this machine's: trainer.device, "
+                         "model.path, runtime.log_level, cluster.tls.*");
   a.repl_cmd = app.add_subcommand(
       "repl", "the console: watch and steer a live run (attach to one, or start one)");
   a.repl_cmd->add_option("--attach", a.repl.attach,

@@ -4,6 +4,9 @@
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -13,6 +16,8 @@
 #include "messages/interfaces.hpp"
 #include "runtime/cluster/address.hpp"
 #include "runtime/common/atomic_file.hpp"
+#include "runtime/common/progress.hpp"
+#include "runtime/config/schema.hpp"
 
 namespace asyncrl {
 
@@ -71,6 +76,42 @@ caf::actor connect_controller(caf::actor_system& sys, const std::string& host, u
         (c.tls.enabled() ? " (TLS: is the controller's CA the one in cluster.tls.ca?)"
                          : " (if the controller uses TLS, give --tls-dir or cluster.tls.*)"));
   return caf::actor_cast<caf::actor>(*h);
+}
+
+join_settings read_join_settings(const std::string& who, const std::string& connect,
+                                 const std::string& tls_dir, std::vector<std::string> overrides,
+                                 const std::vector<std::string>& allowed) {
+  for (auto& o : overrides) {
+    const auto key = o.substr(0, o.find('='));
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    std::string keys;
+    for (auto& k : allowed)
+      keys += (keys.empty() ? "" : ", ") + k;
+    throw config_error(who + ": key '" + key +
+                       "' comes from the run's config (the controller's); a " + who +
+                       " may set only " + keys);
+  }
+  if (!tls_dir.empty()) {
+    overrides.push_back("cluster.tls.certificate=" + tls_dir + "/node.pem");
+    overrides.push_back("cluster.tls.key=" + tls_dir + "/node.key");
+    overrides.push_back("cluster.tls.ca=" + tls_dir + "/ca.pem");
+  }
+  join_settings j;
+  j.local = load_config("", overrides);
+  init_logging(j.local->cfg.runtime.log_level);
+  try {
+    std::tie(j.host, j.port) = split_host_port(connect);
+  } catch (const std::invalid_argument& e) {
+    throw config_error(who + ": --connect: " + e.what());
+  }
+  j.overrides = std::move(overrides);
+  return j;
+}
+
+std::string this_hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
 }
 
 }  // namespace asyncrl

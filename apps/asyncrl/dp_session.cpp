@@ -8,10 +8,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "apps/asyncrl/run_secret.hpp"
+#include "apps/asyncrl/trainer_rank_command.hpp"
+#include "messages/errors.hpp"
 #include "runtime/cluster/address.hpp"
 #include "runtime/common/atomic_file.hpp"
 #include "runtime/config/run_config.hpp"
@@ -33,18 +37,25 @@ std::string self_exe() {
 
 // fork + exec of `argv`; the child dies with this process's thread that forked it (the main
 // thread, which outlives the run), so no rank outlives a killed `asyncrl train`.
-pid_t spawn(const std::vector<std::string>& args) {
+pid_t spawn(const std::vector<std::string>& args, const std::string& env_entry) {
   std::vector<char*> argv;
   for (const auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // This process's environment plus env_entry ("NAME=value"), built before the fork.
+  std::vector<char*> envp;
+  const auto name = env_entry.substr(0, env_entry.find('=') + 1);
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, name.c_str(), name.size()) != 0) envp.push_back(*e);
+  envp.push_back(const_cast<char*>(env_entry.c_str()));
+  envp.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("data parallel: fork failed");
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);  // the parent died before prctl
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   return pid;
@@ -58,8 +69,8 @@ std::string describe_status(int st) {
 
 }  // namespace
 
-std::unique_ptr<dp_session> dp_session::start(const run_config& cfg, const std::string& run_dir,
-                                              const std::string& config_yaml) {
+std::unique_ptr<dp_session> dp_session::open(const run_config& cfg, const std::string& run_dir,
+                                             const std::string& config_yaml) {
   const auto& tr = cfg.trainer;
   const int world = static_cast<int>(data_parallel_ranks(tr));
   if (world < 2) return nullptr;
@@ -68,41 +79,70 @@ std::unique_ptr<dp_session> dp_session::start(const run_config& cfg, const std::
   write_file_atomically(config_path, config_yaml);
   const auto [host, port] = split_host_port(tr.dist_listen);
   const int local = world - static_cast<int>(tr.remote_ranks);
+  const auto token = random_hex(16);
   dist_options o;
   o.host = host;
   o.port = port;
   o.world = world;
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(tr.dist_timeout_s * 1000));
-  const auto exe = self_exe();
+  o.prefix = dist_prefix(token);
+  s->rendezvous_ = dist_rendezvous::open(o);
+  const int bound = s->rendezvous_->port();
+  const auto where = host + ":" + std::to_string(bound);
+  write_file_atomically((fs::path(run_dir) / "dp.json").string(),
+                        "{\"host\": \"" + host + "\", \"port\": " + std::to_string(bound) +
+                            ", \"world\": " + std::to_string(world) + "}\n");
+  s->remote_ = static_cast<int32_t>(tr.remote_ranks);
+  s->admitted_ = 0;
+  s->remote_setup_ = rank_setup{0, world, host, bound, token, config_yaml};
   try {
-    s->group_ = dist_group::connect(o, [&](int bound) {
-      const auto where = host + ":" + std::to_string(bound);
-      write_file_atomically((fs::path(run_dir) / "dp.json").string(),
-                            "{\"host\": \"" + host + "\", \"port\": " + std::to_string(bound) +
-                                ", \"world\": " + std::to_string(world) + "}\n");
-      for (int r = 1; r < local; ++r) {
-        s->pids_.push_back(spawn({exe, "trainer-rank", "--config", config_path, "--rank",
-                                  std::to_string(r), "--join", where}));
-        s->status_.push_back(0);
-        s->reaped_.push_back(false);
-      }
-      spdlog::info(
-          "train: data parallel over {} ranks (rendezvous {}); started rank(s) 1..{} "
-          "here{}",
-          world, where, local - 1,
-          local < world ? "; ranks " + std::to_string(local) + ".." + std::to_string(world - 1) +
-                              " join with: asyncrl trainer-rank -c CONFIG --rank R "
-                              "--join " +
-                              where
-                        : std::string());
-    });
+    const auto exe = self_exe();
+    for (int r = 1; r < local; ++r) {
+      s->pids_.push_back(spawn({exe, "trainer-rank", "--config", config_path, "--rank",
+                                std::to_string(r), "--join", where},
+                               std::string(kDistTokenEnv) + "=" + token));
+      s->status_.push_back(0);
+      s->reaped_.push_back(false);
+    }
   } catch (...) {
     s->stop_ranks();
     throw;
   }
-  auto* raw = s.get();
-  s->leader_ = std::make_shared<dp_leader>(*s->group_, [raw] { return raw->diagnosis(); });
+  spdlog::info("train: data parallel over {} ranks (rendezvous {}); started rank(s) 1..{} here{}",
+               world, where, local - 1,
+               local < world
+                   ? "; ranks " + std::to_string(local) + ".." + std::to_string(world - 1) +
+                         " join through the cluster listener: asyncrl trainer-rank "
+                         "--connect HOST:PORT (printed below)"
+                   : std::string());
   return s;
+}
+
+caf::expected<rank_setup> dp_session::admit(const std::string& host, int32_t pid) {
+  std::lock_guard<std::mutex> lock(admit_mu_);
+  if (admitted_ >= remote_)
+    return caf::make_error(errc::bad_request,
+                           remote_ == 0
+                               ? std::string("this run takes no trainer rank from elsewhere "
+                                             "(trainer.remote_ranks is 0)")
+                               : "every remote trainer rank (" + std::to_string(remote_) +
+                                     ") already has its place; a rank that was given one and "
+                                     "died leaves the run waiting until trainer.dist_timeout_s");
+  auto s = remote_setup_;
+  s.rank = remote_setup_.world - remote_ + admitted_++;
+  spdlog::info("train: trainer rank {} is {} (pid {})", s.rank, host, pid);
+  return s;
+}
+
+void dp_session::join() {
+  try {
+    group_ = rendezvous_->form();
+  } catch (...) {
+    stop_ranks();
+    throw;
+  }
+  rendezvous_.reset();
+  leader_ = std::make_shared<dp_leader>(*group_, [this] { return diagnosis(); });
 }
 
 std::string dp_session::diagnosis() {

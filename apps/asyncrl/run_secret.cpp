@@ -14,15 +14,21 @@
 
 namespace asyncrl {
 
-std::string write_run_secret(const std::string& run_dir) {
-  unsigned char raw[32];
-  if (RAND_bytes(raw, sizeof raw) != 1) throw std::runtime_error("run secret: RAND_bytes failed");
+std::string random_hex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1)
+    throw std::runtime_error("RAND_bytes failed");
   static const char* hex = "0123456789abcdef";
-  std::string secret;
+  std::string out;
   for (unsigned char b : raw) {
-    secret.push_back(hex[b >> 4]);
-    secret.push_back(hex[b & 15]);
+    out.push_back(hex[b >> 4]);
+    out.push_back(hex[b & 15]);
   }
+  return out;
+}
+
+std::string write_run_secret(const std::string& run_dir) {
+  const auto secret = random_hex(32);
   const auto path = run_dir + "/run.secret";
   const auto tmp = path + ".tmp";
   // Created 0600 (and forced to it: a leftover temporary may have had other bits), written,

@@ -5,9 +5,13 @@
 // only by its owner; a client reads it from there, from a file it is given, or from the
 // environment (a worker on another machine).
 
+#include <cstddef>
 #include <string>
 
 namespace asyncrl {
+
+/// `bytes` from OpenSSL's generator, in hex (2 * bytes characters).
+std::string random_hex(size_t bytes);
 
 /// Writes a fresh random secret (32 bytes from OpenSSL's generator, in hex) to
 /// <run_dir>/run.secret with mode 0600, replacing an older one; returns it. Throws naming the

@@ -90,10 +90,19 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
   ca.config_yaml = config_yaml;
   ca.show_progress = show_progress;
   if (from) ca.resume = std::move(from->run);
-  // trainer.data_parallel > 1: the other ranks start and join before any actor does; they end
-  // with this session, after the actor system (whose trainer drives them) is gone.
-  auto dp = dp_session::start(cfg, paths.run_dir, config_yaml);
-  if (dp) ca.data_parallel = dp->leader();
+  // trainer.data_parallel > 1: the rendezvous opens and the local ranks start before any actor
+  // does; remote ones get their place from the controller (so its listener opens first). Every
+  // rank has joined before the roles start; they end with this session, after the actor system
+  // (whose trainer drives them) is gone.
+  auto dp = dp_session::open(cfg, paths.run_dir, config_yaml);
+  if (dp) {
+    auto* session = dp.get();
+    ca.data_parallel = [session] { return session->leader(); };
+    if (dp->awaits_remote())
+      ca.admit_rank = [session](const std::string& host, int32_t pid) {
+        return session->admit(host, pid);
+      };
+  }
   run_result result;
   {
     caf::actor_system_config sys_cfg;
@@ -117,6 +126,15 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
     if (secret) ca.secret = write_run_secret(paths.run_dir);
     caf::actor_system sys{sys_cfg};
     auto ctrl = spawn_controller(sys, ca);
+    auto join_ranks = [&] {
+      try {
+        dp->join();
+      } catch (...) {
+        caf::anon_send_exit(ctrl, caf::exit_reason::user_shutdown);
+        throw;
+      }
+    };
+    if (dp && !dp->awaits_remote()) join_ranks();
     if (networked) {
       // Workers join here (asyncrl worker --connect HOST:PORT); the chosen port is printed and
       // written to <run_dir>/cluster.json for scripts.
@@ -137,7 +155,16 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
                 << (cfg.cluster.tls.enabled() ? " --tls-dir DIR" : "")
                 << (secret ? " --secret-file " + paths.run_dir + "/run.secret" : std::string())
                 << std::endl;
+      if (dp && dp->awaits_remote())
+        std::cerr << "cluster: trainer ranks "
+                  << data_parallel_ranks(cfg.trainer) - cfg.trainer.remote_ranks << ".."
+                  << data_parallel_ranks(cfg.trainer) - 1
+                  << " join with: asyncrl trainer-rank --connect " << host << ":" << port
+                  << (cfg.cluster.tls.enabled() ? " --tls-dir DIR" : "")
+                  << (secret ? " --secret-file " + paths.run_dir + "/run.secret" : std::string())
+                  << " [trainer.device=DEV model.path=DIR]" << std::endl;
     }
+    if (dp && dp->awaits_remote()) join_ranks();  // the listener is open: remote ranks join
     interrupt_watch signals([ctrl](int) { caf::anon_send(ctrl, interrupt_atom::value); });
     caf::scoped_actor self{sys};
     // A controller that dies without answering (killed) must not leave us waiting forever.

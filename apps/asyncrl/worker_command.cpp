@@ -31,28 +31,14 @@ namespace {
 
 // The run's config comes from the controller; a worker may only set what concerns this
 // machine. Anything else would silently make its rollouts differ from the run's.
-const char* const kLocalKeys[] = {"cluster.tls.certificate",  "cluster.tls.key",
-                                  "cluster.tls.ca",           "cluster.request_timeout_ms",
-                                  "runtime.device",           "rollout.device",
-                                  "runtime.log_level",        "runtime.caf_threads",
-                                  "rollout.threads",          "model.path",
-                                  "runtime.affinity",         "rollout.devices",
-                                  "cluster.weights_transport"};
-
-void check_local(const std::vector<std::string>& overrides) {
-  for (auto& o : overrides) {
-    const auto key = o.substr(0, o.find('='));
-    if (std::find(std::begin(kLocalKeys), std::end(kLocalKeys), key) == std::end(kLocalKeys)) {
-      std::string keys;
-      for (auto* k : kLocalKeys)
-        keys += std::string(keys.empty() ? "" : ", ") + k;
-      throw config_error("worker: key '" + key +
-                         "' comes from the run's config (the controller's); a worker may set "
-                         "only " +
-                         keys);
-    }
-  }
-}
+const std::vector<std::string> kLocalKeys = {
+    "cluster.tls.certificate",  "cluster.tls.key",
+    "cluster.tls.ca",           "cluster.request_timeout_ms",
+    "runtime.device",           "rollout.device",
+    "runtime.log_level",        "runtime.caf_threads",
+    "rollout.threads",          "model.path",
+    "runtime.affinity",         "rollout.devices",
+    "cluster.weights_transport"};
 
 std::set<std::string> keys_of(const std::vector<std::string>& overrides) {
   std::set<std::string> keys;
@@ -75,12 +61,6 @@ worker_setup with_local_settings(worker_setup s, const run_config& own,
   if (given.count("runtime.affinity")) s.node.affinity = own.runtime.affinity;
   if (given.count("model.path")) s.model.path = own.model.path;
   return s;
-}
-
-std::string hostname() {
-  char buf[256] = {};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
 }
 
 // Tries to reach the controller again, once a second, for `window_s` seconds; an invalid handle
@@ -115,22 +95,11 @@ int run_worker_command(const worker_options& opt) {
         "worker: --reward-workers is not supported yet; reward workers run in the train process "
         "(reward.num_workers)");
   if (opt.rollouters < 1) throw config_error("worker: --rollouters must be at least 1");
-  auto overrides = opt.overrides;
-  check_local(overrides);
-  if (!opt.tls_dir.empty()) {
-    overrides.push_back("cluster.tls.certificate=" + opt.tls_dir + "/node.pem");
-    overrides.push_back("cluster.tls.key=" + opt.tls_dir + "/node.key");
-    overrides.push_back("cluster.tls.ca=" + opt.tls_dir + "/ca.pem");
-  }
   // This node's own settings: defaults plus the overrides (the run's config arrives later).
-  auto local = load_config("", overrides);
-  init_logging(local->cfg.runtime.log_level);
-  std::pair<std::string, uint16_t> where;
-  try {
-    where = split_host_port(opt.connect);
-  } catch (const std::invalid_argument& e) {
-    throw config_error(std::string("worker: --connect: ") + e.what());
-  }
+  auto js = read_join_settings("worker", opt.connect, opt.tls_dir, opt.overrides, kLocalKeys);
+  const auto& local = js.local;
+  const auto& overrides = js.overrides;
+  const std::pair<std::string, uint16_t> where{js.host, js.port};
   const auto& cluster = local->cfg.cluster;
 
   caf::actor_system_config sys_cfg;
@@ -193,7 +162,7 @@ int run_worker_command(const worker_options& opt) {
     node_agent_args na;
     na.controller = caf::actor_cast<controller_actor>(ctrl);
     na.rollouters = opt.rollouters;
-    na.host = hostname();
+    na.host = this_hostname();
     na.pid = static_cast<int32_t>(getpid());
     na.timeout = std::chrono::milliseconds(cluster.request_timeout_ms);
     na.secret = secret;

@@ -1,6 +1,9 @@
 #include "runtime/cluster/address.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <stdexcept>
 
@@ -39,6 +42,39 @@ bool is_loopback_host(const std::string& host) {
   in6_addr v6{};
   if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
   return false;
+}
+
+bool is_wildcard_host(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::";
+}
+
+std::string local_address_toward(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  const auto service = std::to_string(port == 0 ? 9 : port);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0 || !found) return {};
+  std::string out;
+  for (auto* a = found; a && out.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    // connect() on a datagram socket only picks the route and the source address.
+    sockaddr_storage mine{};
+    socklen_t len = sizeof(mine);
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {};
+      const void* raw =
+          mine.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&mine)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&mine)->sin6_addr);
+      if (inet_ntop(mine.ss_family, raw, buf, sizeof(buf))) out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return out;
 }
 
 }  // namespace asyncrl

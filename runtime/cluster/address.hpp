@@ -17,4 +17,14 @@ std::string check_host_port(const std::string& s);
 /// 127.0.0.0/8, ::1 and "localhost": only this machine can connect.
 bool is_loopback_host(const std::string& host);
 
+/// "", 0.0.0.0 and ::: every interface, an address nobody else can connect to.
+bool is_wildcard_host(const std::string& host);
+
+/// This machine's address on the route to host:port (what the kernel would use as the source
+/// of a packet sent there; nothing is sent), for a peer to reach us back. A host name is
+/// resolved first. "" when there is no route or the name does not resolve. Why not the host
+/// name's address: Debian maps the machine's own name to 127.0.1.1 in /etc/hosts, which no
+/// other machine can reach.
+std::string local_address_toward(const std::string& host, uint16_t port);
+
 }  // namespace asyncrl

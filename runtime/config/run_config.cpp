@@ -351,8 +351,8 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
         "data parallel: sum the gradients over the ranks while the step's last backward runs "
         "(the same update as summing after it)");
   s.add("trainer.remote_ranks", &tr.remote_ranks,
-        "of the data-parallel ranks, the last this many join from other machines with asyncrl "
-        "trainer-rank --join HOST:PORT instead of being started here",
+        "of the data-parallel ranks, the last this many join from other machines (asyncrl "
+        "trainer-rank --connect HOST:PORT, the cluster listener) instead of being started here",
         non_negative_int());
   s.add("trainer.dist_listen", &tr.dist_listen,
         "host:port of the data-parallel rendezvous (rank 0's c10d TCPStore; port 0 = any free "
@@ -602,6 +602,15 @@ void cross_check(const loaded_config& lc) {
   if (tr.remote_ranks >= ranks && tr.remote_ranks > 0)
     fail("trainer.remote_ranks",
          "must be below the data-parallel ranks (" + std::to_string(ranks) + "): rank 0 runs here");
+  if (tr.remote_ranks > 0 && c.cluster.listen == "off")
+    fail("trainer.remote_ranks",
+         "remote ranks join through the cluster listener (trainer-rank --connect), and "
+         "cluster.listen is off");
+  if (ranks > 1 && is_wildcard_host(split_host_port(tr.dist_listen).first))
+    fail("trainer.dist_listen",
+         "'" + tr.dist_listen +
+             "' names no address: the other ranks connect to it; give this machine's address "
+             "on the network they share");
   if (c.faults.kill_trainer_rank_at_step > 0 && ranks < 2)
     fail("faults.kill_trainer_rank_at_step", "needs trainer.data_parallel >= 2");
   if (ranks > 1 && !is_loopback_host(split_host_port(tr.dist_listen).first) &&

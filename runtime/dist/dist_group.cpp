@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <thread>
+
+#include "runtime/cluster/address.hpp"
 
 namespace asyncrl {
 
@@ -67,18 +70,29 @@ dist_group::dist_group(std::unique_ptr<impl> p, int rank, int world, int port)
 
 dist_group::~dist_group() = default;
 
-std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
-                                                const std::function<void(int)>& on_listening) {
+struct dist_rendezvous::impl {
+  dist_options o;
+  std::unique_ptr<dist_group::impl> group;  // the store so far
+};
+
+dist_rendezvous::dist_rendezvous(std::unique_ptr<impl> p, int port)
+    : impl_(std::move(p)), port_(port) {}
+
+dist_rendezvous::~dist_rendezvous() = default;
+
+std::unique_ptr<dist_rendezvous> dist_rendezvous::open(const dist_options& o) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
     throw std::invalid_argument(o.name + " group: rank " + std::to_string(o.rank) +
                                 " is not in [0, " + std::to_string(o.world) + ")");
   if (o.rank != 0 && o.port <= 0)
     throw std::invalid_argument(o.name + " group: rank " + std::to_string(o.rank) +
                                 " needs rank 0's port");
-  auto p = std::make_unique<impl>();
-  p->timeout = o.timeout;
-  p->name = o.name;
-  const auto ms = std::to_string(o.timeout.count());
+  auto r = std::make_unique<impl>();
+  r->o = o;
+  r->group = std::make_unique<dist_group::impl>();
+  auto& p = *r->group;
+  p.timeout = o.timeout;
+  p.name = o.name;
   guarded(o.name, "joining the store at " + o.host + ":" + std::to_string(o.port), o.rank, o.world,
           [&] {
             c10d::TCPStoreOptions so;
@@ -88,12 +102,20 @@ std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
             // libtorch 1.13's store client counts its connect timeout in whole seconds: below 1 s
             // it gives up at once. The rendezvous below keeps the group's own timeout.
             so.timeout = std::max<std::chrono::milliseconds>(o.timeout, std::chrono::seconds(2));
-            p->store = c10::make_intrusive<c10d::TCPStore>(o.host, so);
+            p.store = c10::make_intrusive<c10d::TCPStore>(o.host, so);
           });
-  const int port = p->store->getPort();
-  if (o.rank == 0 && on_listening) on_listening(port);
+  guarded(o.name, "registering", o.rank, o.world,
+          [&] { p.store->set(joined_key(o.prefix, o.rank), std::vector<uint8_t>{1}); });
+  const int port = p.store->getPort();
+  return std::unique_ptr<dist_rendezvous>(new dist_rendezvous(std::move(r), port));
+}
+
+std::unique_ptr<dist_group> dist_rendezvous::form() {
+  if (!impl_->group) throw std::logic_error("dist_rendezvous::form called twice");
+  const auto& o = impl_->o;
+  auto p = std::move(impl_->group);
+  const auto ms = std::to_string(o.timeout.count());
   guarded(o.name, "the rendezvous", o.rank, o.world, [&] {
-    p->store->set(joined_key(o.prefix, o.rank), std::vector<uint8_t>{1});
     std::vector<std::string> keys;
     for (int r = 0; r < o.world; ++r)
       keys.push_back(joined_key(o.prefix, r));
@@ -112,7 +134,7 @@ std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
             missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         throw dist_error(o.name + " rank " + std::to_string(o.rank) + " of " +
                          std::to_string(o.world) + ": rank(s) " + missing +
-                         " did not join the group at " + o.host + ":" + std::to_string(port) +
+                         " did not join the group at " + o.host + ":" + std::to_string(port_) +
                          " within " + ms + " ms");
       }
       std::this_thread::sleep_for(pause);
@@ -121,13 +143,40 @@ std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
   });
   guarded(o.name, "forming the Gloo group", o.rank, o.world, [&] {
     auto go = c10d::ProcessGroupGloo::Options::create(o.timeout);
-    go->devices.push_back(loopback(o.host)
-                              ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                              : c10d::ProcessGroupGloo::createDefaultDevice());
+    // The other ranks connect to the address this endpoint advertises in the store: the one on
+    // the route to the store, which they reach too (not the host name's, see address.hpp).
+    auto self = loopback(o.host) ? std::string("127.0.0.1")
+                                 : local_address_toward(o.host, static_cast<uint16_t>(port_));
+    go->devices.push_back(self.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                       : c10d::ProcessGroupGloo::createDeviceForHostname(self));
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(o.prefix + "/gloo", p->store);
-    p->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, o.rank, o.world, go);
+    // Gloo's constructor connects to each peer at the address the peer advertised. One we
+    // cannot reach (a peer that advertised its host name's 127.0.1.1) was retried far past the
+    // group's timeout: minutes, with libtorch 1.13. So it runs on a thread of its own, waited
+    // for up to the timeout and a margin; past that this rank fails naming the group, and the
+    // thread is left behind (it holds its own references; the process is about to fail).
+    using pg_ptr = c10::intrusive_ptr<c10d::ProcessGroupGloo>;
+    auto task = std::make_shared<std::packaged_task<pg_ptr()>>(
+        [prefixed, rank = o.rank, world = o.world, go] {
+          return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, world, go);
+        });
+    auto formed = task->get_future();
+    std::thread([task] { (*task)(); }).detach();
+    if (formed.wait_for(o.timeout + std::chrono::seconds(5)) != std::future_status::ready)
+      throw dist_error(o.name + " rank " + std::to_string(o.rank) + " of " +
+                       std::to_string(o.world) + ": the Gloo group did not form within " + ms +
+                       " ms (this rank's endpoint: " + (self.empty() ? "default" : self) +
+                       "); can every rank reach every other at its address?");
+    p->pg = formed.get();
   });
-  return std::unique_ptr<dist_group>(new dist_group(std::move(p), o.rank, o.world, port));
+  return std::unique_ptr<dist_group>(new dist_group(std::move(p), o.rank, o.world, port_));
+}
+
+std::unique_ptr<dist_group> dist_group::connect(const dist_options& o,
+                                                const std::function<void(int)>& on_listening) {
+  auto r = dist_rendezvous::open(o);
+  if (o.rank == 0 && on_listening) on_listening(r->port());
+  return r->form();
 }
 
 void dist_group::allreduce(std::vector<at::Tensor>& tensors, reduce_kind op) {

@@ -60,11 +60,36 @@ class dist_work {
   std::unique_ptr<state> s_;
 };
 
+class dist_group;
+
+/// The first half of joining a group: the store is up (rank 0) or reached (the others) and this
+/// rank registered; the group is not formed. Rank 0 can start or admit the other ranks between
+/// the two halves, knowing the port.
+class dist_rendezvous {
+ public:
+  /// Throws dist_error when the store cannot be started or reached.
+  static std::unique_ptr<dist_rendezvous> open(const dist_options& o);
+  ~dist_rendezvous();
+  dist_rendezvous(const dist_rendezvous&) = delete;
+  dist_rendezvous& operator=(const dist_rendezvous&) = delete;
+  int port() const { return port_; }
+  /// Waits for every rank to register, then forms the Gloo group: its endpoint on this
+  /// machine's address toward the store (loopback when the store is on loopback). Throws
+  /// dist_error naming the ranks that did not join within the timeout. Once.
+  std::unique_ptr<dist_group> form();
+
+ private:
+  struct impl;
+  explicit dist_rendezvous(std::unique_ptr<impl> p, int port);
+  std::unique_ptr<impl> impl_;
+  int port_ = 0;
+};
+
 class dist_group {
  public:
   /// Joins the group: rank 0 starts the store (calling on_listening with its port before it
   /// waits for the others), every rank registers, then the Gloo group forms. Throws dist_error
-  /// naming the ranks that did not join within the timeout.
+  /// naming the ranks that did not join within the timeout. dist_rendezvous::open, then form().
   static std::unique_ptr<dist_group> connect(
       const dist_options& o, const std::function<void(int port)>& on_listening = {});
   ~dist_group();
@@ -99,6 +124,7 @@ class dist_group {
   void erase(const std::string& key);
 
  private:
+  friend class dist_rendezvous;
   struct impl;
   dist_group(std::unique_ptr<impl> p, int rank, int world, int port);
   std::unique_ptr<impl> impl_;

@@ -17,6 +17,8 @@
 #   join              a worker joins a running periodic job and starts at the current version
 #   tls               mutual TLS: a plain-TCP peer, an anonymous-TLS peer and a peer from
 #                     another CA are refused at the handshake (and logged); one from the CA joins
+#   rank_tls          a data-parallel trainer rank joins a TLS run: refused in plain TCP and from
+#                     another CA, admitted with the run's CA; the run completes
 #   theorem1 collective  as theorem1, with cluster.weights_transport=collective: w1's weights
 #                     arrive over its Gloo link, w2 declines its link (cluster.weights_transport=caf
 #                     on its command line) and gets CAF chunks; the weights still equal sync's
@@ -208,6 +210,29 @@ PY
     n=$(grep -c "refused a connection from" "$WORK/run.log" || true)
     [[ $n -ge 3 ]] || fail "the controller logged $n refusals, expected 3"
     echo "ok: 3 refusals logged, the worker with the run's CA joined"
+    ;;
+  rank_tls)
+    # A data-parallel trainer rank joins a TLS run the way a worker does: refused without a
+    # certificate and with one from another CA, admitted with the run's CA; the run completes.
+    bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-a" >/dev/null
+    bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-b" >/dev/null
+    A=$WORK/ca-a
+    start_train run trainer.total_steps=4 trainer.data_parallel=2 trainer.remote_ranks=1 \
+      trainer.dist_timeout_s=60 cluster.tls.certificate="$A/node.pem" cluster.tls.key="$A/node.key" \
+      cluster.tls.ca="$A/ca.pem"
+    port=$(port_of "$WORK/run")
+    rc=0; timeout 60 "$BIN" trainer-rank --connect "127.0.0.1:$port" >"$WORK/plain.log" 2>&1 || rc=$?
+    [[ $rc -eq 1 ]] || fail "a plain-TCP trainer rank was not refused (rc $rc)"
+    rc=0; timeout 60 "$BIN" trainer-rank --connect "127.0.0.1:$port" --tls-dir "$WORK/ca-b" \
+      >"$WORK/wrong-ca.log" 2>&1 || rc=$?
+    [[ $rc -eq 1 ]] || fail "a trainer rank from another CA was not refused (rc $rc)"
+    rc=0; timeout 120 "$BIN" trainer-rank --connect "127.0.0.1:$port" --tls-dir "$A" \
+      >"$WORK/rank1.log" 2>&1 || rc=$?
+    [[ $rc -eq 0 ]] || fail "the trainer rank with the run's CA exited with $rc"
+    grep -q "place given by 127.0.0.1:$port (TLS)" "$WORK/rank1.log" || fail "no TLS admission"
+    wait_train
+    check_summary "$WORK/run" 0 0 || fail "accounting (rank_tls)"
+    echo "ok: 2 refusals, the trainer rank with the run's CA joined over TLS"
     ;;
   *)
     echo "unknown case $CASE"; exit 2 ;;

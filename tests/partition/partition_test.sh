@@ -16,6 +16,10 @@
 #   lossy  periodic with 2 workers, each behind a slow link that drops packets (tbf: 1 Mbit/s,
 #          a queue of 20 ms, so bursts such as a weight sync overflow it): the run ends with the
 #          same weights as sync in one process (Theorem 1), and the kernel counted drops
+#   ranks  a data-parallel trainer over two namespaces: rank 1 joins from its own through the
+#          cluster listener with the run's secret (refused without it), Gloo over the veth
+#          link; a worker that joins before the run starts waits for it; the weights equal the
+#          one-rank run's
 #
 # Needs root (network namespaces) and the veth driver; exits 77 (ctest: skipped) without them.
 # tc netem is not used: the kernels this runs on lack sch_netem; tbf gives real loss and delay.
@@ -233,6 +237,47 @@ PY
     d=$(( $(drops_of 1) + $(drops_of 2) ))
     [[ $d -gt 0 ]] || fail "the links dropped no packet: the test did not test loss"
     echo "ok: params_sha256 $a in both; the links dropped $d packets"
+    ;;
+  ranks)
+    # Two machines for the trainer: rank 0 (the train process) in the controller's namespace,
+    # rank 1 in namespace w1, which reaches it only through its veth link. Rank 1 asks the
+    # controller for its place (rank, config, rendezvous, token) with the run's secret, then
+    # Gloo connects 10.213.1.2 and 10.213.1.1: each rank's endpoint must be its address on that
+    # link, not its host name's (127.0.0.1 here, as Debian's /etc/hosts has it). A worker in w2
+    # joins while the run still waits for rank 1, and is admitted when the run starts.
+    # Reference: sync in one process with one rank; periodic with 2 ranks must end on the same
+    # weights (Theorem 1).
+    for k in 1 2; do make_link "$k"; done
+    train_in_ns one async_training.mode=sync rollout.num_workers=2 cluster.listen=off \
+      trainer.total_steps=8
+    wait_train
+    train_in_ns run trainer.total_steps=8 trainer.data_parallel=2 trainer.remote_ranks=1 \
+      trainer.dist_listen=10.213.1.1:0 trainer.dist_timeout_s=60
+    port=$(port_of "$WORK/run")
+    worker_in_ns 2 "$port" run --rollouters 2
+    wait_log "$WORK/run.log" "joins when the run starts" 60
+    # refused: no secret, then a wrong one (each exits non-zero, bounded)
+    for s in "" wrong; do
+      rc=0
+      ASYNCRL_RUN_SECRET=$s ip netns exec "${P}w1" timeout 60 "$BIN" trainer-rank \
+        --connect "10.213.1.1:$port" >"$WORK/rank-refused$s.log" 2>&1 || rc=$?
+      [[ $rc -ne 0 && $rc -ne 124 ]] || fail "a trainer rank without the secret was not refused ($rc)"
+    done
+    grep -q "must present the run's secret" "$WORK/rank-refused.log" || fail "no refusal (none)"
+    grep -q "run secret is wrong" "$WORK/rank-refusedwrong.log" || fail "no refusal (wrong)"
+    ip netns exec "${P}w1" timeout "${TRAIN_TIMEOUT:-240}" "$BIN" trainer-rank \
+      --connect "10.213.1.1:$port" --secret-file "$WORK/run/run.secret" >"$WORK/rank1.log" 2>&1 &
+    pids+=("$!")
+    rank_pid=$!
+    wait_train
+    rc=0; wait "$rank_pid" || rc=$?
+    [[ $rc -eq 0 ]] || fail "trainer rank 1 exited with $rc"
+    grep -q "trainer rank 1 of 2: joined 10.213.1.1" "$WORK/rank1.log" || fail "rank 1 did not join"
+    python3 "$ROOT/tests/check_run.py" "$WORK/run" --joined 2 || fail "accounting (ranks)"
+    a=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_sha256"])' "$WORK/one/summary.json")
+    b=$(summary params_sha256)
+    [[ -n "$a" && "$a" == "$b" ]] || fail "one rank in one process ($a) != 2 ranks on two hosts ($b)"
+    echo "ok: params_sha256 $a in both; rank 1 joined from another namespace, 2 refusals"
     ;;
   *)
     echo "unknown case $CASE"; exit 2 ;;
