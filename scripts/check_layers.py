@@ -38,7 +38,7 @@ RUNTIME_RANKS = {
     "console": 1,     # console command parsing, live keys
     "checkpoint": 1,  # checkpoint file format
     "scheduling": 1,  # schedule, admission, simulator
-    "dist": 1,        # c10d process groups (data-parallel collectives)
+    "dist": 2,        # c10d process groups (data-parallel collectives; uses cluster/ addresses)
     "model": 2,       # the transformer, its config and weights (uses text/)
     "generation": 3,  # sampling, CUDA graphs (uses model/)
     "train": 3,       # losses, advantages, optimizer, policy trainer (uses model/)

@@ -59,10 +59,6 @@ auto issue(F&& f) -> decltype(f()) {
   return f();
 }
 
-bool loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1";
-}
-
 }  // namespace
 
 dist_group::dist_group(std::unique_ptr<impl> p, int rank, int world, int port)
@@ -145,8 +141,9 @@ std::unique_ptr<dist_group> dist_rendezvous::form() {
     auto go = c10d::ProcessGroupGloo::Options::create(o.timeout);
     // The other ranks connect to the address this endpoint advertises in the store: the one on
     // the route to the store, which they reach too (not the host name's, see address.hpp).
-    auto self = loopback(o.host) ? std::string("127.0.0.1")
-                                 : local_address_toward(o.host, static_cast<uint16_t>(port_));
+    auto self = is_loopback_host(o.host)
+                    ? std::string("127.0.0.1")
+                    : local_address_toward(o.host, static_cast<uint16_t>(port_));
     go->devices.push_back(self.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
                                        : c10d::ProcessGroupGloo::createDeviceForHostname(self));
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(o.prefix + "/gloo", p->store);
