@@ -88,7 +88,7 @@ caf::result<rank_setup> on_rank_join(ctrl_ptr self, rank_join_request& req) {
   if (!st.args.admit_rank)
     return caf::make_error(errc::bad_request,
                            "this run takes no trainer rank from elsewhere (trainer.remote_ranks "
-                           "is 0, or every rank already joined)");
+                           "is 0)");
   auto setup = st.args.admit_rank(req.host, req.pid);
   if (setup)
     spdlog::info("cluster: trainer rank {} of {} joins from {} (pid {})", setup->rank, setup->world,

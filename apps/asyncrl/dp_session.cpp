@@ -93,7 +93,6 @@ std::unique_ptr<dp_session> dp_session::open(const run_config& cfg, const std::s
                         "{\"host\": \"" + host + "\", \"port\": " + std::to_string(bound) +
                             ", \"world\": " + std::to_string(world) + "}\n");
   s->remote_ = static_cast<int32_t>(tr.remote_ranks);
-  s->admitted_ = 0;
   s->remote_setup_ = rank_setup{0, world, host, bound, token, config_yaml};
   try {
     const auto exe = self_exe();
