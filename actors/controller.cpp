@@ -327,14 +327,14 @@ void spawn_roles(ctrl_ptr self) {
                        rollout_weights_dtype(env->params.rollouter));
   std::vector<rollouter_actor> local;
   for (int32_t w = 0; w < static_cast<int32_t>(env->params.controller.local_rollouters); ++w) {
-    local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me}));
+    local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me, {}}));
     st.roster.enlist(w, local.back());
   }
   st.roster.nodes().start_ids_at(static_cast<int32_t>(local.size()));  // remote ones after these
   synchronizer_args sa{env, weights, {}, local, st.queue, me};
   sa.respawn = [&sys, env, queue = st.queue, reward = st.reward, me](int32_t w,
                                                                      const weight_snapshot& v) {
-    return spawn_rollouter(sys, rollouter_args{w, env, v, queue, reward, me});
+    return spawn_rollouter(sys, rollouter_args{w, env, v, queue, reward, me, {}});
   };
   st.sync = spawn_synchronizer(sys, std::move(sa));
   trainer_args ta{env, st.args.initial, st.queue, st.sync, me, st.args.test, {}};

@@ -249,7 +249,8 @@ node_agent_actor::behavior_type agent_fn(agent_ptr self, node_agent_args args) {
                             st.staged,
                             caf::actor_cast<queue_actor>(st.joined.queue),
                             caf::actor_cast<reward_actor>(st.joined.reward),
-                            caf::actor_cast<controller_actor>(st.joined.controller)};
+                            caf::actor_cast<controller_actor>(st.joined.controller),
+                            {}};
           auto r = spawn_rollouter(sys, std::move(ra));
           self->monitor(r);
           st.rollouters.push_back(r);

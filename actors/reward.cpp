@@ -298,6 +298,35 @@ bool is(const caf::error& e, caf::sec code) {
   return e.category() == caf::atom("system") && e.code() == static_cast<uint8_t>(code);
 }
 
+// What the scorer judges: the response, or a multi-turn episode's final model turn (the
+// tokens after its last environment token). The scorer never sees the tool's answers.
+std::vector<int32_t> final_model_turn(const scored_sample& s) {
+  size_t start = 0;
+  for (size_t j = 0; j < s.loss_mask.size(); ++j)
+    if (s.loss_mask[j] == 0) start = j + 1;
+  return {s.response.begin() + static_cast<std::ptrdiff_t>(start), s.response.end()};
+}
+
+// An episode's reward from the scorer's and the environment's (env.reward); an episode whose
+// environment failed scores 0.
+void combine_env_reward(scored_sample& s, env_reward_source source) {
+  if (s.env_failed) {
+    s.reward = 0;
+    return;
+  }
+  const double env = s.has_env_reward ? s.env_reward : 0.0;
+  switch (source) {
+    case env_reward_source::scorer:
+      break;
+    case env_reward_source::env:
+      s.reward = env;
+      break;
+    case env_reward_source::sum:
+      s.reward += env;
+      break;
+  }
+}
+
 void finish_group(reward_ptr self, uint64_t id) {
   auto& st = self->state;
   auto it = st.pending.find(id);
@@ -305,6 +334,8 @@ void finish_group(reward_ptr self, uint64_t id) {
   auto g = std::move(it->second.group);
   st.pending.erase(it);
   const auto& rp = st.args.env->params.reward;
+  for (auto& s : g.samples)
+    if (!s.loss_mask.empty()) combine_env_reward(s, rp.env_reward);
   g.filtered = !assign_advantages(g, rp.adv_estimator, rp.filter_groups);
   ++st.counts.forwarded;
   self->send(st.args.queue, put_atom::value, std::move(g));
@@ -547,8 +578,9 @@ reward_actor::behavior_type reward_fn(reward_ptr self, reward_args args) {
         std::vector<uint64_t> ids;
         for (size_t i = 0; i < n; ++i) {
           ids.push_back(st.next_call++);
-          st.calls[ids.back()] = reward_call{id, i, g.samples[i].uid,
-                                             st.args.env->tokenizer->decode(g.samples[i].response)};
+          st.calls[ids.back()] =
+              reward_call{id, i, g.samples[i].uid,
+                          st.args.env->tokenizer->decode(final_model_turn(g.samples[i]))};
         }
         std::string prompt;
         if (is_external(*st.args.env) && n > 0)  // the samples of a group share their prompt

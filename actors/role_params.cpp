@@ -18,6 +18,9 @@ rollouter_params rollouter_params_from(const run_config& cfg, const schedule_pla
   p.top_k = ro.top_k;
   p.top_p = ro.top_p;
   p.max_new_tokens = ro.max_new_tokens;
+  p.max_turns = ro.max_turns;
+  p.max_episode_tokens = ro.max_episode_tokens > 0 ? ro.max_episode_tokens : ro.max_new_tokens;
+  p.env = cfg.env;
   p.max_prompt_length = cfg.data.max_prompt_length;
   p.max_batch = ro.max_batch;
   p.chunk_tokens = ro.chunk_tokens;
@@ -46,6 +49,7 @@ node_params node_params_from(const run_config& cfg) {
 reward_params reward_params_from(const run_config& cfg) {
   reward_params p;
   p.reward = cfg.reward;
+  p.env_reward = cfg.env.kind == env_kind::none ? env_reward_source::scorer : cfg.env.reward;
   p.adv_estimator = cfg.algorithm.adv_estimator;
   p.filter_groups = cfg.algorithm.filter_groups;
   p.max_restarts = cfg.supervision.max_restarts;

@@ -25,6 +25,7 @@ struct run_config;
 /// budget and its injected faults.
 struct reward_params {
   reward_section reward;
+  env_reward_source env_reward = env_reward_source::scorer;  // env.reward (multi-turn episodes)
   advantage_estimator adv_estimator = advantage_estimator::grpo;
   bool filter_groups = false;
   int64_t max_restarts = 5;  // supervision.*: more restarts than this within the window fail

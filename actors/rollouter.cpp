@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "actors/env_pool.hpp"
 #include "actors/errors.hpp"
 #include "runtime/common/cpu_time.hpp"
 #include "runtime/common/enum_names.hpp"
@@ -15,6 +16,7 @@
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/scheduling/workload.hpp"
+#include "runtime/text/chat_template.hpp"
 
 namespace asyncrl {
 
@@ -27,6 +29,17 @@ struct pending_group {
   std::vector<gen_result> done;  // finished responses, in any order
 };
 
+// A response of a multi-turn episode while it lives (env.kind != none). Its tokens are in its
+// gen_request (in the generator, held, or waiting at the environment); this is the rest.
+struct episode {
+  std::vector<uint8_t> mask;       // per token so far: 1 the model's, 0 the environment's
+  size_t turn_start = 0;           // where the current model turn starts in the tokens
+  std::vector<std::string> turns;  // the finished model turns, decoded (the replay record)
+  bool env_failed = false;
+  bool has_env_reward = false;
+  double env_reward = 0;
+};
+
 struct rollouter_actor_state {
   static inline const char* name = "rollouter";
   rollouter_args args;
@@ -35,6 +48,13 @@ struct rollouter_actor_state {
   weight_snapshot weights;                   // the parameters alias this buffer: keep it alive
   std::map<uint64_t, pending_group> groups;  // admitted, not yet complete
   std::vector<gen_request> held;             // partials and fresh requests while paused
+  // Multi-turn episodes: each live one's record, and the requests whose model turn is with the
+  // environment (by request id). The generator never sees a request while it waits there.
+  env_pool_actor env_pool;
+  std::map<uint64_t, episode> episodes;
+  std::map<uint64_t, gen_request> at_env;
+  // env.sync_waits_for_tools: a pause answered only once no request waits at the environment.
+  std::optional<caf::typed_response_promise<int64_t>> tool_gate;
   rollouter_state state = rollouter_state::idle;
   bool credit_pending = false;
   bool draining = false;
@@ -52,6 +72,7 @@ struct rollouter_actor_state {
   std::set<int64_t> dropped_versions;
   fault_counts faults;  // the drops and delays injected above, for progress and rollout_counts
   int64_t completed = 0, tokens = 0, interruptions = 0, chunks = 0;
+  int64_t env_calls = 0, env_tokens = 0, observations_cut = 0;
   double busy_ms = 0;
   double temperature = 1.0;   // rollout.temperature, or as the console set it
   int64_t console_delay = 0;  // ms: the console delays the next load (delay-sync), once
@@ -64,6 +85,7 @@ struct rollouter_actor_state {
   bool paused() const {
     return state == rollouter_state::interrupted || state == rollouter_state::syncing;
   }
+  bool multi_turn() const { return args.env->params.rollouter.env.kind != env_kind::none; }
   rollout_progress progress() const {
     rollout_progress p;
     p.worker = args.worker;
@@ -81,6 +103,7 @@ struct rollouter_actor_state {
 using self_ptr = rollouter_actor::stateful_pointer<rollouter_actor_state>;
 
 rollouter_actor::behavior_type idle(self_ptr self);
+rollouter_actor::behavior_type waiting_env(self_ptr self);
 rollouter_actor::behavior_type generating(self_ptr self);
 rollouter_actor::behavior_type interrupted(self_ptr self);
 rollouter_actor::behavior_type syncing(self_ptr self);
@@ -111,49 +134,115 @@ void next_chunk(self_ptr self) {
     self->send(self, gen_atom::value);
 }
 
-// Turns finished responses into groups; a group leaves for the Reward once all G are back.
-void collect(self_ptr self, std::vector<gen_result>& results) {
+// A response is over: it joins its group, which leaves for the Reward once all G are back.
+// True when a group left.
+bool add_to_group(self_ptr self, gen_result r) {
   auto& st = self->state;
   const auto G = static_cast<size_t>(st.args.env->params.rollouter.group_size);
+  auto it = st.groups.find(r.request.prompt_id);
+  if (it == st.groups.end()) {
+    spdlog::error("rollouter {}: response for unknown group {}", st.args.worker,
+                  r.request.prompt_id);
+    st.episodes.erase(r.request.id);
+    return false;
+  }
+  it->second.done.push_back(std::move(r));
+  if (it->second.done.size() < G) return false;
+  auto& pg = it->second;
+  scored_group g;
+  g.group_id = pg.task.group_id;
+  g.prompt_index = pg.task.prompt_index;
+  g.seq = pg.task.seq;
+  g.ground_truth = pg.task.ground_truth;
+  g.worker = st.args.worker;
+  std::sort(pg.done.begin(), pg.done.end(), [](const gen_result& a, const gen_result& b) {
+    return a.request.sample_index < b.request.sample_index;
+  });
+  for (auto& d : pg.done) {
+    scored_sample s;
+    s.uid = d.request.id;
+    s.group_id = g.group_id;
+    s.index = d.request.sample_index;
+    s.prompt = std::move(d.request.prompt);
+    s.response = std::move(d.request.tokens);
+    s.logprobs = std::move(d.request.logprobs);
+    s.versions = std::move(d.request.versions);
+    s.interruptions = d.request.interruptions;
+    if (auto e = st.episodes.find(s.uid); e != st.episodes.end()) {
+      auto& ep = e->second;
+      ep.mask.resize(s.response.size(), 1);  // a response cut by the stop keeps its model tail
+      s.loss_mask = std::move(ep.mask);
+      s.turns = std::max<int32_t>(1, static_cast<int32_t>(ep.turns.size()));
+      s.env_failed = ep.env_failed;
+      s.has_env_reward = ep.has_env_reward;
+      s.env_reward = ep.env_reward;
+      st.episodes.erase(e);
+    }
+    g.samples.push_back(std::move(s));
+  }
+  st.groups.erase(it);
+  st.completed_ids.push_back(g.group_id);
+  ++st.completed;
+  self->send(st.args.reward, score_atom::value, std::move(g));
+  return true;
+}
+
+// A model turn of a multi-turn episode ended: records it (its tokens are the model's).
+void record_turn(self_ptr self, const gen_result& r) {
+  auto& st = self->state;
+  auto& ep = st.episodes[r.request.id];
+  const auto& tokens = r.request.tokens;
+  ep.mask.resize(tokens.size(), 1);
+  size_t end = tokens.size();
+  if (end > ep.turn_start && tokens[end - 1] == st.args.env->prompt.stop_id) --end;
+  std::vector<int32_t> turn(tokens.begin() + static_cast<std::ptrdiff_t>(ep.turn_start),
+                            tokens.begin() + static_cast<std::ptrdiff_t>(end));
+  ep.turns.push_back(st.args.env->tokenizer->decode(turn));
+}
+
+void on_env_answer(self_ptr self, uint64_t id, env_answer& a);
+
+// Hands the episode's last model turn to the environment. The request waits in at_env, out of
+// the generator, until the answer comes back (in whatever state the rollouter is then).
+void to_env(self_ptr self, gen_request req) {
+  auto& st = self->state;
+  const auto& ep = st.episodes[req.id];
+  env_call c;
+  c.episode = req.id;
+  c.turn = static_cast<int32_t>(ep.turns.size());
+  c.text = ep.turns.back();
+  c.earlier.assign(ep.turns.begin(), ep.turns.end() - 1);
+  c.task = st.args.env->tokenizer->decode(req.prompt);
+  if (auto g = st.groups.find(req.prompt_id); g != st.groups.end())
+    c.ground_truth = g->second.task.ground_truth;
+  const auto id = req.id;
+  st.at_env.emplace(id, std::move(req));
+  ++st.env_calls;
+  self->request(st.env_pool, caf::infinite, env_atom::value, std::move(c))
+      .then([self, id](env_answer& a) { on_env_answer(self, id, a); },
+            [self, id](caf::error& e) {
+              env_answer a;
+              a.failed = a.done = true;
+              a.error = self->system().render(e);
+              on_env_answer(self, id, a);
+            });
+}
+
+// Turns finished responses into groups; a multi-turn episode's model turn goes to the
+// environment instead, which says whether the episode goes on (the last turn a limit allows
+// goes too: the environment may score it).
+void collect(self_ptr self, std::vector<gen_result>& results) {
+  auto& st = self->state;
   bool any = false;
   for (auto& r : results) {
     if (r.reason == finish_reason::error)
       spdlog::error("rollouter {}: request {} failed: {}", st.args.worker, r.request.id, r.error);
-    auto it = st.groups.find(r.request.prompt_id);
-    if (it == st.groups.end()) {
-      spdlog::error("rollouter {}: response for unknown group {}", st.args.worker,
-                    r.request.prompt_id);
+    else if (st.multi_turn()) {
+      record_turn(self, r);
+      to_env(self, std::move(r.request));
       continue;
     }
-    it->second.done.push_back(std::move(r));
-    if (it->second.done.size() < G) continue;
-    auto& pg = it->second;
-    scored_group g;
-    g.group_id = pg.task.group_id;
-    g.prompt_index = pg.task.prompt_index;
-    g.seq = pg.task.seq;
-    g.ground_truth = pg.task.ground_truth;
-    g.worker = st.args.worker;
-    std::sort(pg.done.begin(), pg.done.end(), [](const gen_result& a, const gen_result& b) {
-      return a.request.sample_index < b.request.sample_index;
-    });
-    for (auto& d : pg.done) {
-      scored_sample s;
-      s.uid = d.request.id;
-      s.group_id = g.group_id;
-      s.index = d.request.sample_index;
-      s.prompt = std::move(d.request.prompt);
-      s.response = std::move(d.request.tokens);
-      s.logprobs = std::move(d.request.logprobs);
-      s.versions = std::move(d.request.versions);
-      s.interruptions = d.request.interruptions;
-      g.samples.push_back(std::move(s));
-    }
-    st.groups.erase(it);
-    st.completed_ids.push_back(g.group_id);
-    ++st.completed;
-    any = true;
-    self->send(st.args.reward, score_atom::value, std::move(g));
+    any = add_to_group(self, std::move(r)) || any;
   }
   if (any) push_progress(self);
 }
@@ -169,9 +258,113 @@ void submit(self_ptr self, gen_request r) {
 }
 
 void ensure_generating(self_ptr self) {
-  if (self->state.state == rollouter_state::idle && !self->state.gen->idle()) {
+  const auto s = self->state.state;
+  if ((s == rollouter_state::idle || s == rollouter_state::waiting_env) &&
+      !self->state.gen->idle()) {
     enter(self, rollouter_state::generating, generating(self));
     next_chunk(self);
+  }
+}
+
+// The state with nothing to generate: waiting_env while episodes wait at the environment.
+void enter_quiet(self_ptr self) {
+  if (self->state.at_env.empty())
+    enter(self, rollouter_state::idle, idle(self));
+  else
+    enter(self, rollouter_state::waiting_env, waiting_env(self));
+}
+
+// A pause is answered with the requests held. With env.sync_waits_for_tools it is answered
+// only once no episode waits at the environment (the baseline that asyncrl improves on).
+caf::result<int64_t> answer_pause(self_ptr self) {
+  auto& st = self->state;
+  if (st.args.env->params.rollouter.env.sync_waits_for_tools && !st.at_env.empty()) {
+    st.tool_gate = self->make_response_promise<int64_t>();
+    return *st.tool_gate;
+  }
+  return static_cast<int64_t>(st.held.size());
+}
+
+// Appends the environment's turn to the request's tokens. False when the episode has no room
+// left for another model turn (it ends).
+bool append_observation(self_ptr self, gen_request& req, episode& ep,
+                        const std::vector<std::string>& observations) {
+  auto& st = self->state;
+  const auto& rp = st.args.env->params.rollouter;
+  const auto format = st.args.env->prompt.chat;
+  std::string text;
+  if (format == chat_format::none) {
+    for (const auto& o : observations)
+      text += o;
+  } else {
+    text = render_tool_responses(format, observations);
+  }
+  auto ids = st.args.env->tokenizer->encode(text);
+  if (static_cast<int64_t>(ids.size()) > rp.env.max_observation_tokens) {
+    ids.resize(static_cast<size_t>(rp.env.max_observation_tokens));
+    ++st.observations_cut;
+  }
+  const auto room = rp.max_episode_tokens - static_cast<int64_t>(req.tokens.size());
+  const bool fits = static_cast<int64_t>(ids.size()) < room;
+  if (!fits) ids.resize(static_cast<size_t>(std::max<int64_t>(0, room)));
+  // The environment's tokens carry no log-prob of their own and the version of the model
+  // token before them, so the staleness bound and the per-token versions see model tokens only.
+  const int64_t version = req.versions.empty() ? st.gen->version() : req.versions.back();
+  for (auto t : ids) {
+    req.tokens.push_back(t);
+    req.logprobs.push_back(0.f);
+    req.versions.push_back(version);
+    ep.mask.push_back(0);
+  }
+  st.env_tokens += static_cast<int64_t>(ids.size());
+  ep.turn_start = req.tokens.size();
+  req.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(
+      static_cast<int64_t>(req.tokens.size()) + rp.max_new_tokens, rp.max_episode_tokens));
+  return fits;
+}
+
+// The environment answered request `id`'s model turn: the episode ends, or continues with the
+// environment's turn in its context under whatever weights are loaded when it is generated.
+void on_env_answer(self_ptr self, uint64_t id, env_answer& a) {
+  auto& st = self->state;
+  auto it = st.at_env.find(id);
+  if (it == st.at_env.end()) return;  // the rollouter stopped; its groups are abandoned
+  auto req = std::move(it->second);
+  st.at_env.erase(it);
+  auto& ep = st.episodes[id];
+  bool over = a.failed || a.done;
+  if (a.failed) {
+    ep.env_failed = true;
+    spdlog::warn("rollouter {}: episode {} ends: its environment failed: {}", st.args.worker, id,
+                 a.error);
+  }
+  if (a.done && a.has_reward) {
+    ep.has_env_reward = true;
+    ep.env_reward = a.reward;
+  }
+  // The turn or token budget is spent: the environment's answer is not appended.
+  const auto& rp = st.args.env->params.rollouter;
+  if (static_cast<int64_t>(ep.turns.size()) >= rp.max_turns ||
+      static_cast<int64_t>(req.tokens.size()) >= rp.max_episode_tokens)
+    over = true;
+  if (!over) over = !append_observation(self, req, ep, a.observations);
+  if (over) {
+    gen_result g;
+    g.request = std::move(req);
+    if (add_to_group(self, std::move(g))) push_progress(self);
+  } else {
+    submit(self, std::move(req));
+    ensure_generating(self);
+  }
+  if (st.at_env.empty()) {
+    if (st.tool_gate) {
+      st.tool_gate->deliver(static_cast<int64_t>(st.held.size()));
+      st.tool_gate.reset();
+    }
+    if (st.state == rollouter_state::waiting_env) {
+      enter(self, rollouter_state::idle, idle(self));
+      push_progress(self);
+    }
   }
 }
 
@@ -185,7 +378,9 @@ void add_group(self_ptr self, prompt_task task) {
     r.prompt_id = task.group_id;
     r.sample_index = static_cast<uint32_t>(k);
     r.prompt = task.prompt;
-    r.max_new_tokens = static_cast<int32_t>(rp.max_new_tokens);
+    r.max_new_tokens = static_cast<int32_t>(
+        st.multi_turn() ? std::min(rp.max_new_tokens, rp.max_episode_tokens) : rp.max_new_tokens);
+    if (st.multi_turn()) st.episodes[r.id] = episode{};
     r.sampling.temperature = st.temperature;
     r.sampling.top_k = static_cast<int32_t>(rp.top_k);
     r.sampling.top_p = rp.top_p;
@@ -259,11 +454,14 @@ void run_chunk(self_ptr self) {
     if (st.draining) {
       st.draining = false;
       enter(self, rollouter_state::interrupted, interrupted(self));
-      st.drain_promise.deliver(int64_t{0});
+      if (st.args.env->params.rollouter.env.sync_waits_for_tools && !st.at_env.empty())
+        st.tool_gate = std::move(st.drain_promise);
+      else
+        st.drain_promise.deliver(int64_t{0});
       push_progress(self);
       return;
     }
-    enter(self, rollouter_state::idle, idle(self));
+    enter_quiet(self);
     push_progress(self);  // the controller's view (and its watchdog's report) shows the idle
     request_work(self);
     return;
@@ -283,6 +481,14 @@ rollout_counts finish(self_ptr self) {
   c.tokens_generated = st.tokens;
   c.interruptions = st.interruptions;
   c.faults = st.faults;
+  c.env_calls = st.env_calls;
+  c.env_tokens = st.env_tokens;
+  c.observations_cut = st.observations_cut;
+  if (st.tool_gate) st.tool_gate->deliver(int64_t{0});
+  st.tool_gate.reset();
+  st.at_env.clear();
+  st.episodes.clear();
+  if (st.env_pool) self->send_exit(st.env_pool, caf::exit_reason::user_shutdown);
   if (c.groups_unfinished > 0)
     self->send(st.args.queue, abandon_atom::value, st.args.worker, c.groups_unfinished);
   st.groups.clear();
@@ -414,14 +620,25 @@ rollouter_actor::behavior_type in_state(self_ptr self, Handlers... own) {
           on_temperature(self), on_delay(self), on_stop(self)};
 }
 
-rollouter_actor::behavior_type idle(self_ptr self) {
+// Nothing to generate: no work (idle), or every live episode waits at its environment
+// (waiting_env). Both take a pause at once: no tool call holds a weight sync back.
+rollouter_actor::behavior_type quiet(self_ptr self) {
   return in_state(
       self, [self](start_atom) { request_work(self); }, [](gen_atom) {},
       [self](pause_atom, int64_t token) -> caf::result<int64_t> {
-        if (add_pause(self, token)) enter(self, rollouter_state::interrupted, interrupted(self));
-        return int64_t{0};
+        if (!add_pause(self, token)) return static_cast<int64_t>(self->state.held.size());
+        enter(self, rollouter_state::interrupted, interrupted(self));
+        return answer_pause(self);
       },
       early_resume(self));
+}
+
+rollouter_actor::behavior_type idle(self_ptr self) {
+  return quiet(self);
+}
+
+rollouter_actor::behavior_type waiting_env(self_ptr self) {
+  return quiet(self);
 }
 
 rollouter_actor::behavior_type generating(self_ptr self) {
@@ -439,7 +656,7 @@ rollouter_actor::behavior_type generating(self_ptr self) {
           }
           enter(self, rollouter_state::interrupted, interrupted(self));
           push_progress(self);
-          return static_cast<int64_t>(st.held.size());
+          return answer_pause(self);
         }
         // No partial rollout: let everything in flight finish under the current weights.
         st.draining = true;
@@ -473,7 +690,7 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         st.held.clear();
         enter(self, rollouter_state::generating, generating(self));
         if (st.gen->idle()) {
-          enter(self, rollouter_state::idle, idle(self));
+          enter_quiet(self);
           push_progress(self);
           request_work(self);
           return;
@@ -481,8 +698,9 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         run_chunk(self);
       },
       [self](pause_atom, int64_t token) -> caf::result<int64_t> {
-        if (add_pause(self, token)) enter(self, rollouter_state::interrupted, interrupted(self));
-        return static_cast<int64_t>(self->state.held.size());
+        if (!add_pause(self, token)) return static_cast<int64_t>(self->state.held.size());
+        enter(self, rollouter_state::interrupted, interrupted(self));
+        return answer_pause(self);
       },
       early_resume(self));
 }
@@ -510,12 +728,26 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   st.temperature = rp.temperature;
   generator_options go;
   go.max_slots = rp.max_batch;
-  go.max_seq_len = std::min<int64_t>(rp.max_prompt_length + rp.max_new_tokens,
-                                     st.args.env->model.max_position_embeddings);
+  go.max_seq_len = std::min<int64_t>(
+      rp.max_prompt_length +
+          (rp.env.kind != env_kind::none ? rp.max_episode_tokens : rp.max_new_tokens),
+      st.args.env->model.max_position_embeddings);
   go.seed = rp.seed;
   go.eos_id = st.args.env->prompt.stop_id;
   st.gen = std::make_unique<generator>(st.model, go);
   st.gen->set_version(st.args.initial.version);
+  if (rp.env.kind != env_kind::none) {
+    st.env_pool = st.args.env_pool;
+    if (!st.env_pool) {
+      env_pool_args ea;
+      ea.worker = st.args.worker;
+      ea.env = rp.env;
+      ea.format = st.args.env->prompt.chat;
+      ea.seed = rp.seed;
+      st.env_pool = spawn_env_pool(self->system(), std::move(ea));
+    }
+    self->link_to(st.env_pool);
+  }
   install_exception_handler(self, "rollouter " + std::to_string(st.args.worker));
 
   return idle(self);

@@ -5,8 +5,18 @@
 // priority, are handled between chunks. States are behaviours switched with become():
 //
 //   idle --work--> generating --pause--> interrupted --load--> syncing --resume--> resuming
-//     ^                |  ^                                                           |
-//     +---- no work ---+  +-------------------------- first chunk -------------------+
+//     ^                |  ^  ^                ^                                        |
+//     +---- no work ---+  |  +----------------|------------- first chunk -------------+
+//                         |                   |
+//   waiting_env <---------+ nothing to generate, episodes at their environment
+//     |  (an answer: generating; a pause: interrupted, at once)
+//     +-------------------------------------------------------------------------------
+//
+// Multi-turn episodes (env.kind != none, docs/episodes.md): a model turn that does not end its
+// episode goes to the environment pool and waits there outside the generator; the rollouter
+// keeps generating other episodes, and takes a pause at once. When the answer arrives the
+// environment's turn is appended (out of the loss) and the episode rejoins the generator, under
+// the weights loaded then: the version change is in its tokens' versions.
 //
 // With partial rollout a pause interrupts at the next token boundary and keeps the partial
 // responses (tokens stamped with their versions); after the new weights are loaded they are
@@ -27,6 +37,9 @@ struct rollouter_args {
   queue_actor queue;
   reward_actor reward;
   controller_actor controller;
+  // env.kind != none: the environment pool; null = the rollouter spawns its own (tests pass
+  // one they control).
+  env_pool_actor env_pool;
 };
 
 /// Spawns a rollouter (on its own thread when env->detached).

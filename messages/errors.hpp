@@ -38,6 +38,7 @@ enum class errc : uint8_t {
                    // fails; the context also carries its reward_counts
   injected_fault,  // a fault the run was told to inject (faults.*, the console's kill)
   interrupted,     // SIGINT or SIGTERM
+  env_failed,      // a rollouter's environment failed more than env.max_failure_rate allows
 };
 inline constexpr enum_name<errc> errc_names[] = {{errc::none, "none"},
                                                  {errc::role_failed, "role_failed"},
@@ -51,7 +52,8 @@ inline constexpr enum_name<errc> errc_names[] = {{errc::none, "none"},
                                                  {errc::scorer_gave_up, "scorer_gave_up"},
                                                  {errc::reward_gave_up, "reward_gave_up"},
                                                  {errc::injected_fault, "injected_fault"},
-                                                 {errc::interrupted, "interrupted"}};
+                                                 {errc::interrupted, "interrupted"},
+                                                 {errc::env_failed, "env_failed"}};
 constexpr const auto& enum_names(errc) {
   return errc_names;
 }

@@ -28,6 +28,14 @@ using rollouter_actor = caf::typed_actor<
     caf::reacts_to<delay_atom, int64_t>,  // the console: delay the next load by this many ms
     caf::replies_to<stop_atom>::with<rollout_counts>>;
 
+/// A rollouter's environment pool (actors/env_pool.hpp): answers each model turn of a
+/// multi-turn episode, retrying a failed environment by replaying the episode's record; fails
+/// (quits with an error) when more than env.max_failure_rate of its recent calls failed.
+using env_pool_actor =
+    caf::typed_actor<caf::replies_to<env_atom, env_call>::with<env_answer>,
+                     caf::reacts_to<due_atom, uint64_t>,  // (self) a delayed answer is due
+                     caf::replies_to<stop_atom>::with<int64_t>>;  // -> calls answered
+
 /// One scoring worker of the Reward pool. A score call carries the decoded response, the
 /// ground truth, the uid, then what only reward.function=external sends its scorer: the decoded
 /// prompt ("" otherwise), the group id, the prompt's index in the data and the sample's index

@@ -8,6 +8,7 @@
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/none.hpp>
+#include <caf/sec.hpp>
 
 #include <type_traits>
 
@@ -162,6 +163,11 @@ struct rollout_counts {
   int64_t tokens_generated = 0;
   int64_t interruptions = 0;
   fault_counts faults;  // injected into this incarnation: sync_drops, sync_delays
+  // Multi-turn episodes: model turns handed to the environment, the environment's tokens
+  // appended, and observations cut to env.max_observation_tokens.
+  int64_t env_calls = 0;
+  int64_t env_tokens = 0;
+  int64_t observations_cut = 0;
 };
 
 struct reward_counts {
@@ -210,22 +216,30 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scored_sample& x) {
   if constexpr (std::is_same<Inspector, caf::detail::stringification_inspector>::value) {
     return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt,
-             x.response, x.logprobs, x.versions, x.reward, x.advantage, x.interruptions,
-             x.reward_failed);
+             x.response, x.logprobs, x.versions, x.loss_mask, x.reward, x.advantage,
+             x.interruptions, x.reward_failed, x.turns, x.env_failed, x.has_env_reward,
+             x.env_reward);
   } else if constexpr (Inspector::reads_state) {
     auto logprobs = floats_bits(x.logprobs);
     auto reward = double_bits(x.reward), advantage = double_bits(x.advantage);
+    auto env_reward = double_bits(x.env_reward);
     return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt,
-             x.response, logprobs, x.versions, reward, advantage, x.interruptions, x.reward_failed);
+             x.response, logprobs, x.versions, x.loss_mask, reward, advantage, x.interruptions,
+             x.reward_failed, x.turns, x.env_failed, x.has_env_reward, env_reward);
   } else {
     std::vector<uint32_t> logprobs;
-    uint64_t reward = 0, advantage = 0;
+    uint64_t reward = 0, advantage = 0, env_reward = 0;
     return f(caf::meta::type_name("scored_sample"), x.uid, x.group_id, x.index, x.prompt,
-             x.response, logprobs, x.versions, reward, advantage, x.interruptions, x.reward_failed,
+             x.response, logprobs, x.versions, x.loss_mask, reward, advantage, x.interruptions,
+             x.reward_failed, x.turns, x.env_failed, x.has_env_reward, env_reward,
              caf::meta::load_callback([&]() -> caf::error {
                x.logprobs = bits_floats(logprobs);
                x.reward = bits_double(reward);
                x.advantage = bits_double(advantage);
+               x.env_reward = bits_double(env_reward);
+               if (!x.loss_mask.empty() && x.loss_mask.size() != x.response.size())
+                 return caf::make_error(caf::sec::state_not_serializable,
+                                        "scored_sample: loss_mask and response differ in length");
                return caf::none;
              }));
   }
@@ -288,7 +302,8 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollout_counts& x) {
   return f(caf::meta::type_name("rollout_counts"), x.worker, x.groups_completed,
-           x.groups_unfinished, x.tokens_generated, x.interruptions, x.faults);
+           x.groups_unfinished, x.tokens_generated, x.interruptions, x.faults, x.env_calls,
+           x.env_tokens, x.observations_cut);
 }
 
 template <class Inspector>

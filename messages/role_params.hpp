@@ -25,9 +25,12 @@ struct rollouter_params {
   rollout_dtype dtype = rollout_dtype::float32;
   int64_t group_size = 8;  // rollout.n
   double temperature = 1.0;
-  int64_t top_k = 0;   // 0 = off
-  double top_p = 1.0;  // 1 = off
-  int64_t max_new_tokens = 48;
+  int64_t top_k = 0;                // 0 = off
+  double top_p = 1.0;               // 1 = off
+  int64_t max_new_tokens = 48;      // per model turn
+  int64_t max_turns = 1;            // model turns per episode (rollout.max_turns)
+  int64_t max_episode_tokens = 48;  // model + environment tokens of a response, resolved
+  env_section env;                  // what answers the model's turns (env.kind != none)
   int64_t max_prompt_length = 64;
   int64_t max_batch = 128;                     // KV-cache slots
   int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks
@@ -74,11 +77,18 @@ typename Inspector::result_type inspect(Inspector& f, workload_section& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, env_section& x) {
+  return f(caf::meta::type_name("env_section"), x.kind, x.reward, x.num_workers, x.timeout_ms,
+           x.max_retries, x.max_failure_rate, x.failure_window, x.max_observation_tokens, x.command,
+           x.socket, x.latency_median_ms, x.latency_p99_ratio, x.sync_waits_for_tools);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollouter_params& x) {
   return f(caf::meta::type_name("rollouter_params"), x.device, x.dtype, x.group_size, x.temperature,
            x.top_k, x.top_p, x.max_new_tokens, x.max_prompt_length, x.max_batch, x.chunk_tokens,
            x.partial_rollout, x.seed, x.workload, x.slow_ms, x.sync_drop_every, x.sync_delay_every,
-           x.sync_delay_ms, x.devices);
+           x.sync_delay_ms, x.devices, x.max_turns, x.max_episode_tokens, x.env);
 }
 
 template <class Inspector>

@@ -13,13 +13,21 @@
 namespace asyncrl {
 
 /// The behaviour a rollouter runs (see the diagram in actors/rollouter.hpp).
-enum class rollouter_state : uint8_t { idle, generating, interrupted, syncing, resuming };
+enum class rollouter_state : uint8_t {
+  idle,
+  generating,
+  interrupted,
+  syncing,
+  resuming,
+  waiting_env,  // nothing to generate; episodes wait for their environment's answer
+};
 inline constexpr enum_name<rollouter_state> rollouter_state_names[] = {
     {rollouter_state::idle, "idle"},
     {rollouter_state::generating, "generating"},
     {rollouter_state::interrupted, "interrupted"},
     {rollouter_state::syncing, "syncing"},
-    {rollouter_state::resuming, "resuming"}};
+    {rollouter_state::resuming, "resuming"},
+    {rollouter_state::waiting_env, "waiting_env"}};
 constexpr const auto& enum_names(rollouter_state) {
   return rollouter_state_names;
 }

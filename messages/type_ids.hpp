@@ -11,6 +11,7 @@
 #include "messages/checkpoint.hpp"
 #include "messages/cluster.hpp"
 #include "messages/console.hpp"
+#include "messages/episodes.hpp"
 #include "messages/payloads.hpp"
 #include "messages/run_result.hpp"
 #include "messages/weights.hpp"
@@ -52,6 +53,8 @@ CAF_ADD_TYPE_ID(asyncrl, (asyncrl::admission_params))
 CAF_ADD_TYPE_ID(asyncrl, (std::vector<int64_t>))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::trainer_status))
 CAF_ADD_TYPE_ID(asyncrl, (asyncrl::sync_status))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::env_call))
+CAF_ADD_TYPE_ID(asyncrl, (asyncrl::env_answer))
 CAF_END_TYPE_ID_BLOCK(asyncrl)
 
 CAF_ADD_ATOM(asyncrl, asyncrl, start_atom, "start")
@@ -99,6 +102,8 @@ CAF_ADD_ATOM(asyncrl, asyncrl, delay_atom, "delay")
 CAF_ADD_ATOM(asyncrl, asyncrl, kill_atom, "kill")
 CAF_ADD_ATOM(asyncrl, asyncrl, activity_atom, "activity")
 CAF_ADD_ATOM(asyncrl, asyncrl, link_atom, "link")
+CAF_ADD_ATOM(asyncrl, asyncrl, env_atom, "env")
+CAF_ADD_ATOM(asyncrl, asyncrl, due_atom, "due")
 
 namespace asyncrl {
 

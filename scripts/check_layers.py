@@ -38,6 +38,7 @@ RUNTIME_RANKS = {
     "console": 1,     # console command parsing, live keys
     "checkpoint": 1,  # checkpoint file format
     "scheduling": 1,  # schedule, admission, simulator
+    "tools": 2,       # environments of multi-turn episodes: calculator, external env client
     "dist": 2,        # c10d process groups (data-parallel collectives; uses cluster/ addresses)
     "model": 2,       # the transformer, its config and weights (uses text/)
     "generation": 3,  # sampling, CUDA graphs (uses model/)
@@ -58,6 +59,7 @@ ACTOR_RANKS = {
     "metrics_log": 0,  # the controller's metrics.jsonl writer
     "node_registry": 0,  # the controller's record of worker nodes
     "env": 1,  # what every role shares (may hold role params)
+    "env_pool": 1,  # a rollouter's environment pool (multi-turn episodes)
     "rollouter_roster": 1,  # the controller's roster (holds its node_registry)
     # middle: the roles
     "rollouter": 2,

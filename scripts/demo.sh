@@ -2,13 +2,19 @@
 # The main job on the built-in default: installs what is missing, builds, warm-starts a small
 # Qwen2-architecture model on the arithmetic task, RL-trains it with the fully asynchronous
 # actor runtime, and shows eval accuracy before and after plus a reward-vs-time plot.
-#   scripts/demo.sh [key=value ...]   (overrides for configs/demo.yaml, applied to both runs)
+#   scripts/demo.sh [--config FILE] [key=value ...]
+# (FILE defaults to configs/demo.yaml; the overrides apply to both runs. configs/tools_demo.yaml
+# is the multi-turn tool demo, docs/episodes.md.)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CONFIG="configs/demo.yaml"
+if [[ "${1:-}" == "--config" ]]; then
+  CONFIG="${2:?--config needs a file}"
+  shift 2
+fi
 ASYNCRL_TARGET=asyncrl_cli "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 BIN="${ASYNCRL_BUILD_DIR:-$ROOT/build}/asyncrl"
-CONFIG="configs/demo.yaml"
 OUT="$("$BIN" config -c "$CONFIG" --get runtime.run_dir "$@")"
 SFT="$OUT/sft"
 RL="$OUT/train"

@@ -34,6 +34,7 @@ PACKAGES=(
   python3-msgpack curl  # the reference reward scorer; fetching the real tokenizer fixtures
   openssl procps  # scripts/make-certs.sh and the cluster tests (pgrep, pkill)
   tmux            # the console's interactive test (tests/repl, ctest -L repl)
+  bubblewrap      # examples/env/sandbox_exec_env.py's sandbox (tests/env, ctest -L env)
   clang           # libFuzzer and its sanitizers: scripts/fuzz.sh (the fuzz corpora replay)
 )
 # Debian's libtorch and the BLAS it calls (the PyPI libtorch brings its own).

@@ -187,9 +187,13 @@ TEST(RollouterUnit, PartialRolloutIsInterruptedSyncedAndResumed) {
   std::vector<int32_t> prompt{tok.bos_id()};
   for (auto id : tok.encode("1+2=?\n"))
     prompt.push_back(id);
-  auto r = cs.track(spawn_rollouter(
-      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 1),
-                               fake_reward(cs, log), fake_controller(cs, log, prompt)}));
+  auto r = cs.track(spawn_rollouter(cs.sys(), rollouter_args{0,
+                                                             env,
+                                                             tiny_weights(env, 0, 1),
+                                                             fake_queue(cs, log, 1),
+                                                             fake_reward(cs, log),
+                                                             fake_controller(cs, log, prompt),
+                                                             {}}));
   auto& sched = cs.sched();
   caf::anon_send(r, start_atom::value);
   // Credit, prompts, then a few decode chunks: the group is mid-generation.
@@ -313,9 +317,13 @@ TEST(SynchronizerUnit, BackToBackPublishesDoNotWedgeARealRollouter) {
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
   auto env = tiny_env({"async_training.sync_timeout_ms=50"});
-  auto r = cs.track(spawn_rollouter(
-      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 0),
-                               fake_reward(cs, log), fake_controller(cs, log, {1})}));
+  auto r = cs.track(spawn_rollouter(cs.sys(), rollouter_args{0,
+                                                             env,
+                                                             tiny_weights(env, 0, 1),
+                                                             fake_queue(cs, log, 0),
+                                                             fake_reward(cs, log),
+                                                             fake_controller(cs, log, {1}),
+                                                             {}}));
   auto sync = cs.track(spawn_synchronizer(
       cs.sys(),
       synchronizer_args{env, {}, {}, {r}, fake_queue(cs, log, 0), fake_controller(cs, log, {1})}));
@@ -383,9 +391,13 @@ TEST(RollouterUnit, AResumeThatOvertakesItsPauseStillEndsIt) {
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
   auto env = tiny_env({});
-  auto r = cs.track(spawn_rollouter(
-      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 1),
-                               fake_reward(cs, log), fake_controller(cs, log, {1})}));
+  auto r = cs.track(spawn_rollouter(cs.sys(), rollouter_args{0,
+                                                             env,
+                                                             tiny_weights(env, 0, 1),
+                                                             fake_queue(cs, log, 1),
+                                                             fake_reward(cs, log),
+                                                             fake_controller(cs, log, {1}),
+                                                             {}}));
   cs.sys().spawn([=](caf::event_based_actor* self) {
     self->send<caf::message_priority::high>(r, resume_atom::value, int64_t{7});
     self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value, int64_t{7})
@@ -404,9 +416,13 @@ TEST(RollouterUnit, ResumeOfOneSyncArrivingAfterThePauseOfTheNextDoesNotWedgeIt)
   test::coordinated_system cs;
   auto log = std::make_shared<log_t>();
   auto env = tiny_env({});
-  auto r = cs.track(spawn_rollouter(
-      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 0),
-                               fake_reward(cs, log), fake_controller(cs, log, {1})}));
+  auto r = cs.track(spawn_rollouter(cs.sys(), rollouter_args{0,
+                                                             env,
+                                                             tiny_weights(env, 0, 1),
+                                                             fake_queue(cs, log, 0),
+                                                             fake_reward(cs, log),
+                                                             fake_controller(cs, log, {1}),
+                                                             {}}));
   auto loaded = std::make_shared<std::vector<int64_t>>();
   auto w1 = tiny_weights(env, 1, 2);
   auto w2 = tiny_weights(env, 2, 3);
@@ -432,9 +448,13 @@ TEST(RollouterUnit, ResumeWithoutALoadContinuesUnderTheOldWeights) {
   auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=1",
                        "async_training.partial_rollout=true", "rollout.max_new_tokens=20",
                        "rollout.chunk_tokens=1", "rollout.max_batch=4"});
-  auto r = cs.track(spawn_rollouter(
-      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 1),
-                               fake_reward(cs, log), fake_controller(cs, log, {1, 10, 11})}));
+  auto r = cs.track(spawn_rollouter(cs.sys(), rollouter_args{0,
+                                                             env,
+                                                             tiny_weights(env, 0, 1),
+                                                             fake_queue(cs, log, 1),
+                                                             fake_reward(cs, log),
+                                                             fake_controller(cs, log, {1, 10, 11}),
+                                                             {}}));
   caf::anon_send(r, start_atom::value);
   for (int i = 0; i < 8; ++i)
     cs.sched().try_run_once();
@@ -478,9 +498,13 @@ TEST(RollouterUnit, CreditArrivingDuringADrainStartsNoNewTask) {
   // No partial rollout: a pause drains. Room for two groups, one granted at once.
   auto env =
       tiny_env({"rollout.max_new_tokens=12", "rollout.chunk_tokens=1", "rollout.max_batch=8"});
-  auto r = cs.track(spawn_rollouter(
-      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), holding_queue(cs, log, held),
-                               fake_reward(cs, log), fake_controller(cs, log, {1, 10, 11})}));
+  auto r = cs.track(spawn_rollouter(cs.sys(), rollouter_args{0,
+                                                             env,
+                                                             tiny_weights(env, 0, 1),
+                                                             holding_queue(cs, log, held),
+                                                             fake_reward(cs, log),
+                                                             fake_controller(cs, log, {1, 10, 11}),
+                                                             {}}));
   caf::anon_send(r, start_atom::value);
   ASSERT_TRUE(cs.run_until([&] { return held->promises.size() == 1; }, 0));
   auto paused = std::make_shared<bool>(false);
@@ -563,3 +587,162 @@ TEST(RewardUnit, AStopThatOvertakesQueuedGroupsStillCountsThem) {
 }
 
 }  // namespace
+
+namespace {
+
+// An environment pool the test controls: the answers to first model turns are held until a
+// due(0) releases them (an observation "5\n", not done); later turns end the episode at once
+// with reward 1.
+struct held_env_log {
+  std::vector<env_call> calls;
+  std::vector<caf::typed_response_promise<env_answer>> held;
+};
+
+env_pool_actor holding_env(test::coordinated_system& cs, std::shared_ptr<held_env_log> log) {
+  return cs.track(
+      cs.sys().spawn([log](env_pool_actor::pointer self) -> env_pool_actor::behavior_type {
+        return {
+            [self, log](env_atom, env_call& c) -> caf::result<env_answer> {
+              log->calls.push_back(c);
+              if (c.turn >= 2) {
+                env_answer a;
+                a.done = a.has_reward = true;
+                a.reward = 1;
+                return a;
+              }
+              log->held.push_back(self->make_response_promise<env_answer>());
+              return log->held.back();
+            },
+            [log](due_atom, uint64_t) {
+              env_answer a;
+              a.observations = {"5\n"};
+              for (auto& rp : log->held)
+                rp.deliver(a);
+              log->held.clear();
+            },
+            [self](stop_atom) -> int64_t {
+              self->quit();
+              return 0;
+            },
+        };
+      }));
+}
+
+// Episodes of up to 2 turns of at most 8 tokens each.
+env_ptr episode_env(bool sync_waits_for_tools) {
+  return tiny_env(
+      {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
+       "async_training.partial_rollout=true", "rollout.max_new_tokens=8", "rollout.max_turns=2",
+       "rollout.max_episode_tokens=30", "env.kind=calculator", "rollout.chunk_tokens=1",
+       "rollout.max_batch=4",
+       std::string("env.sync_waits_for_tools=") + (sync_waits_for_tools ? "true" : "false")});
+}
+
+// A rollouter with `env`, whose pool is `pool`; its queue grants one group.
+rollouter_actor episode_rollouter(test::coordinated_system& cs, log_ptr log, env_pool_actor pool,
+                                  const env_ptr& env) {
+  auto tok = char_tokenizer::builtin();
+  std::vector<int32_t> prompt{tok.bos_id()};
+  for (auto id : tok.encode("1+2=?\n"))
+    prompt.push_back(id);
+  return cs.track(spawn_rollouter(
+      cs.sys(), rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 1),
+                               fake_reward(cs, log), fake_controller(cs, log, prompt), pool}));
+}
+
+// Sends pause(1) at high priority; `answered` is set once the rollouter answers it.
+void send_pause(test::coordinated_system& cs, rollouter_actor r, std::shared_ptr<bool> answered) {
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request<caf::message_priority::high>(r, caf::infinite, pause_atom::value, int64_t{1})
+        .then([=](int64_t) { *answered = true; });
+  });
+}
+
+}  // namespace
+
+// Issue 38 item 4. Catches: a sync that waits for a tool call (the pause must be answered while
+// an episode is at its environment), an episode that does not continue after the sync, and
+// per-token versions that lose the change of weights between turns.
+TEST(RollouterEpisodes, ASyncDoesNotWaitForAToolAndTheNextTurnRunsUnderTheNewWeights) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto envlog = std::make_shared<held_env_log>();
+  auto pool = holding_env(cs, envlog);
+  auto env = episode_env(/*sync_waits_for_tools=*/false);
+  auto r = episode_rollouter(cs, log, pool, env);
+  caf::anon_send(r, start_atom::value);
+  // Generate until an episode's first turn is at the environment, whose answer is held.
+  ASSERT_TRUE(cs.run_until([&] { return !envlog->held.empty(); }, 0));
+  auto paused = std::make_shared<bool>(false);
+  send_pause(cs, r, paused);
+  ASSERT_TRUE(cs.run_until([&] { return *paused; }, 0))
+      << "the pause waited for the tool call to answer";
+  EXPECT_FALSE(envlog->held.empty()) << "the tool answered before the pause; nothing was shown";
+  // Load v1 and resume; every response that had not yet reached its environment finishes its
+  // first turn under v1 and waits there too.
+  auto loaded = std::make_shared<int64_t>(-1);
+  auto w1 = tiny_weights(env, 1, 2);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(r, caf::infinite, load_atom::value, w1).then([=](int64_t v) { *loaded = v; });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return *loaded == 1; }, 0));
+  caf::anon_send(r, resume_atom::value, int64_t{1});
+  ASSERT_TRUE(cs.run_until([&] { return envlog->held.size() == 4; }, 0));
+  caf::anon_send(pool, due_atom::value, uint64_t{0});
+  ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 1; }, 0));
+
+  const auto tok = char_tokenizer::builtin();
+  const auto obs = tok.encode("5\n");
+  for (auto& s : log->groups[0].samples) {
+    SCOPED_TRACE("sample " + std::to_string(s.index));
+    ASSERT_EQ(s.loss_mask.size(), s.response.size());
+    EXPECT_EQ(s.turns, 2);
+    EXPECT_TRUE(s.has_env_reward);
+    EXPECT_TRUE(std::is_sorted(s.versions.begin(), s.versions.end()));
+    // The environment's turn: its tokens, out of the loss, right after the first model turn.
+    size_t first = 0;
+    while (first < s.loss_mask.size() && s.loss_mask[first] == 1)
+      ++first;
+    ASSERT_LT(first + obs.size(), s.response.size());
+    for (size_t j = 0; j < obs.size(); ++j) {
+      EXPECT_EQ(s.loss_mask[first + j], 0);
+      EXPECT_EQ(s.response[first + j], obs[j]);
+      EXPECT_EQ(s.logprobs[first + j], 0.f);
+      EXPECT_EQ(s.versions[first + j], s.versions[first - 1]);  // the model token's before it
+    }
+    // The second turn is the model's, sampled after the sync: under v1.
+    for (size_t j = first + obs.size(); j < s.response.size(); ++j) {
+      EXPECT_EQ(s.loss_mask[j], 1);
+      EXPECT_EQ(s.versions[j], 1);
+    }
+  }
+  // The environment saw each first turn once, with the task and nothing earlier.
+  size_t first_turns = 0;
+  for (auto& c : envlog->calls)
+    if (c.turn == 1) {
+      ++first_turns;
+      EXPECT_TRUE(c.earlier.empty());
+      EXPECT_EQ(c.task, "1+2=?\n");
+    } else {
+      EXPECT_EQ(c.earlier.size(), 1u);
+    }
+  EXPECT_EQ(first_turns, 4u);
+}
+
+// The control: with env.sync_waits_for_tools (verl's behaviour) the same pause is answered only
+// after the tool call returns, so the test above can tell the two apart.
+TEST(RollouterEpisodes, WithSyncWaitsForToolsThePauseWaitsForTheTool) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto envlog = std::make_shared<held_env_log>();
+  auto pool = holding_env(cs, envlog);
+  auto r = episode_rollouter(cs, log, pool, episode_env(/*sync_waits_for_tools=*/true));
+  caf::anon_send(r, start_atom::value);
+  ASSERT_TRUE(cs.run_until([&] { return !envlog->held.empty(); }, 0));
+  auto paused = std::make_shared<bool>(false);
+  send_pause(cs, r, paused);
+  cs.sched().run();
+  EXPECT_FALSE(*paused) << "the pause was answered while a tool call was outstanding";
+  caf::anon_send(pool, due_atom::value, uint64_t{0});
+  ASSERT_TRUE(cs.run_until([&] { return *paused; }, 0));
+}

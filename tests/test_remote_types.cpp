@@ -226,6 +226,8 @@ scored_sample make_sample(uint64_t k) {
   s.prompt = {11, -12, 13}, s.response = {21, 22, 23, 24}, s.versions = {3, 3, 4, 1LL << 35};
   s.logprobs = {-0.5f, -1.25f, -3e-8f, 0.0f}, s.reward = 0.75 + k, s.advantage = -1.5 - k;
   s.interruptions = 2 + static_cast<int32_t>(k), s.reward_failed = true;
+  s.loss_mask = {1, 0, 0, 1}, s.turns = 3, s.env_failed = true, s.has_env_reward = true;
+  s.env_reward = -0.25 - static_cast<double>(k);
   return s;
 }
 
@@ -373,6 +375,8 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(std::vector<int64_t>{-1, 0, 1LL << 40});
   s.type(trainer_status{trainer_phase::interrupted, 1LL << 40});
   s.type(sync_status{sync_activity::syncing, (1LL << 41) + 5});
+  s.type(env_call{(1ULL << 50) + 3, 4, "<<12*3>>", "12*3+1=?\n", "37", {"<<1+1>>", "x"}});
+  s.type(env_answer{{"36\n", "\xe2\x88\x9a"}, true, true, -0.5, true, "timed out", 12.5, 3});
 
   // Messages of the interfaces that cross nodes (messages/interfaces.hpp), atoms included.
   s.message(join_atom::value, join_request{"h", 1, 2, local});

@@ -77,8 +77,10 @@ std::vector<sft_example> encode_examples(const tokenizer& tok, const prompt_form
     sft_example e;
     e.seq = encode_prompt(tok, fmt, data.train[i]);
     e.prompt_len = static_cast<int64_t>(e.seq.size());
-    auto resp = encode_response(tok, fmt, data.train[i].answer);
-    e.seq.insert(e.seq.end(), resp.begin(), resp.end());
+    auto resp = encode_trace_response(tok, fmt, data.train[i].answer);
+    e.seq.insert(e.seq.end(), resp.ids.begin(), resp.ids.end());
+    if (std::find(resp.mask.begin(), resp.mask.end(), 0) != resp.mask.end())
+      e.response_mask = std::move(resp.mask);
     if (static_cast<int64_t>(e.seq.size()) > max_positions)
       throw std::runtime_error(data.train_source + ": example " + std::to_string(i + 1) + " has " +
                                std::to_string(e.seq.size()) +

@@ -50,12 +50,15 @@ void check_lengths(const task_data& d, const tokenizer& tok, const prompt_format
                                std::to_string(n) + "-token prompt, over data.max_prompt_length " +
                                std::to_string(cfg.data.max_prompt_length));
   }
-  if (cfg.data.max_prompt_length + cfg.rollout.max_new_tokens > m.max_position_embeddings)
-    throw std::runtime_error(
-        "data.max_prompt_length + rollout.max_new_tokens (" +
-        std::to_string(cfg.data.max_prompt_length + cfg.rollout.max_new_tokens) +
-        ") exceeds the model's max_position_embeddings " +
-        std::to_string(m.max_position_embeddings));
+  // A multi-turn episode's whole response (model and environment turns) shares the context.
+  const bool episodes = cfg.rollout.max_episode_tokens > 0;
+  const int64_t response = episodes ? cfg.rollout.max_episode_tokens : cfg.rollout.max_new_tokens;
+  const char* key = episodes ? "rollout.max_episode_tokens" : "rollout.max_new_tokens";
+  if (cfg.data.max_prompt_length + response > m.max_position_embeddings)
+    throw std::runtime_error("data.max_prompt_length + " + std::string(key) + " (" +
+                             std::to_string(cfg.data.max_prompt_length + response) +
+                             ") exceeds the model's max_position_embeddings " +
+                             std::to_string(m.max_position_embeddings));
 }
 
 // Greedy pass@1 on the test split with the config's eval settings, logged as `when`.

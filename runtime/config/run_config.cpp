@@ -36,7 +36,19 @@ void bind_model(config_schema& s, model_section& model) {
 }
 
 void bind_data(config_schema& s, data_section& data) {
-  s.add_choice("data.task", &data.task, {"arith"}, "built-in task when no JSONL paths are given");
+  s.add_choice("data.task", &data.task, {"arith", "arith_tools"},
+               "built-in task when no JSONL paths are given: arith (sums and differences), "
+               "arith_tools (multi-step products and sums, solved with the calculator tool)");
+  s.add("data.arith_tools.terms_min", &data.arith_tools.terms_min, "arith_tools: fewest terms",
+        positive_int());
+  s.add("data.arith_tools.terms_max", &data.arith_tools.terms_max, "arith_tools: most terms",
+        positive_int());
+  s.add("data.arith_tools.digits", &data.arith_tools.digits, "arith_tools: digits of every term",
+        positive_int());
+  s.add("data.arith_tools.ops", &data.arith_tools.ops,
+        "arith_tools: the operators drawn, a subset of '*+-' holding '*'");
+  s.add("data.arith_tools.traces", &data.arith_tools.traces,
+        "arith_tools: worked answers (the warm start's) as calculator traces; false: '#### N'");
   s.add("data.train_path", &data.train_path, "training JSONL; empty = built-in task");
   s.add("data.test_path", &data.test_path, "test JSONL; empty = built-in task");
   s.alias("data.train_files", "data.train_path");
@@ -103,7 +115,15 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
   s.add("rollout.top_p", &rollout.top_p, "nucleus sampling mass; 1 = off", [](const double& v) {
     return (v > 0 && v <= 1) ? std::string() : std::string("must be in (0, 1]");
   });
-  s.add("rollout.max_new_tokens", &rollout.max_new_tokens, "response length limit", positive_int());
+  s.add("rollout.max_new_tokens", &rollout.max_new_tokens,
+        "response length limit (of each model turn of a multi-turn episode)", positive_int());
+  s.add("rollout.max_turns", &rollout.max_turns,
+        "model turns per episode; after the last one the episode ends (> 1 needs env.kind)",
+        positive_int());
+  s.add("rollout.max_episode_tokens", &rollout.max_episode_tokens,
+        "model and environment tokens of one episode's response, together; 0 = "
+        "rollout.max_new_tokens",
+        non_negative_int());
   s.add("rollout.num_workers", &rollout.num_workers,
         "rollout workers in this process; 0 = only remote ones (asyncrl worker)",
         non_negative_int());
@@ -168,6 +188,49 @@ void bind_reward(config_schema& s, reward_section& reward) {
         "the first answer) after which a worker gives up (supervision.max_restarts bounds "
         "its replacements)",
         positive_int());
+}
+
+void bind_env(config_schema& s, env_section& env) {
+  s.add_enum("env.kind", &env.kind,
+             "what answers the model's turns of a multi-turn episode: none (single turn), "
+             "calculator (the built-in tool: <<EXPR>> or a calculator tool call), external (a "
+             "process or server speaking docs/env-protocol.md)");
+  s.add_enum("env.reward", &env.reward,
+             "an episode's reward: scorer (reward.function on the final model turn), env (the "
+             "environment's reward on its last step; 0 without one), sum (both)");
+  s.add("env.num_workers", &env.num_workers, "environment calls in flight per rollouter",
+        positive_int());
+  s.add("env.timeout_ms", &env.timeout_ms,
+        "per environment call; a timeout counts as a failure and restarts the environment",
+        positive_int());
+  s.add("env.max_retries", &env.max_retries,
+        "an episode whose environment failed is replayed from its recorded turns this often, "
+        "then ends with reward 0",
+        non_negative_int());
+  s.add("env.max_failure_rate", &env.max_failure_rate,
+        "the run stops with an error when more than this share of the last env.failure_window "
+        "environment calls failed; 1 never stops",
+        in_range(0, 1));
+  s.add("env.failure_window", &env.failure_window,
+        "how many of the latest environment calls env.max_failure_rate judges", positive_int());
+  s.add("env.max_observation_tokens", &env.max_observation_tokens,
+        "an environment turn longer than this many tokens is cut (counted)", positive_int());
+  s.add("env.command", &env.command,
+        "kind=external: the environment's command line, split on whitespace (no shell); one "
+        "process per environment worker");
+  s.add("env.socket", &env.socket,
+        "kind=external: instead of a command, a running environment server's Unix socket");
+  s.add("env.latency_median_ms", &env.latency_median_ms,
+        "injected tool latency (benchmarks, tests): the median of a log-normal draw per call; "
+        "0 = none",
+        non_negative());
+  s.add("env.latency_p99_ratio", &env.latency_p99_ratio,
+        "injected tool latency: its p99 as a multiple of the median (>= 1)",
+        [](const double& v) { return v >= 1 ? std::string() : std::string("must be >= 1"); });
+  s.add("env.sync_waits_for_tools", &env.sync_waits_for_tools,
+        "a weight sync first waits for every episode's outstanding tool call (verl's behaviour, "
+        "for comparison); false: the sync pauses at once and the episode continues under the "
+        "new weights when its tool answers");
 }
 
 void bind_async_training(config_schema& s, async_section& async_training) {
@@ -243,6 +306,15 @@ void bind_simulate(config_schema& s, simulate_section& simulate) {
 
 void bind_eval(config_schema& s, eval_section& eval) {
   s.add("eval.samples", &eval.samples, "samples per question; > 1 adds mean@N", positive_int());
+  s.add("eval.max_turns", &eval.max_turns,
+        "env.kind=calculator: model turns of an evaluated episode; 0 = rollout.max_turns",
+        non_negative_int());
+  s.add("eval.max_episode_tokens", &eval.max_episode_tokens,
+        "env.kind=calculator: tokens of an evaluated episode; 0 = rollout.max_episode_tokens",
+        non_negative_int());
+  s.add("eval.tool", &eval.tool,
+        "env.kind=calculator: whether the calculator answers during evaluation (false: every "
+        "call is answered 'error: tool unavailable', to measure the policy without its tool)");
   s.add("eval.max_new_tokens", &eval.max_new_tokens, "response length limit", positive_int());
   s.add("eval.batch", &eval.batch, "KV-cache slots during eval", positive_int());
   s.add("eval.every_steps", &eval.every_steps,
@@ -499,6 +571,7 @@ void run_config::bind(config_schema& s) {
   bind_sft(s, sft);
   bind_rollout(s, rollout);
   bind_reward(s, reward);
+  bind_env(s, env);
   bind_async_training(s, async_training);
   bind_workload(s, workload);
   bind_simulate(s, simulate);
@@ -521,6 +594,9 @@ void cross_check(const loaded_config& lc) {
   auto fail = [&](const std::string& key, const std::string& what) {
     throw config_error(s.origin(key).where + ": key '" + key + "': " + what);
   };
+  if (c.data.arith_tools.terms_min > c.data.arith_tools.terms_max)
+    fail("data.arith_tools.terms_max", "must be >= data.arith_tools.terms_min (" +
+                                           std::to_string(c.data.arith_tools.terms_min) + ")");
   if (c.data.arith.min_digits > c.data.arith.max_digits)
     fail("data.arith.max_digits",
          "must be >= data.arith.min_digits (" + std::to_string(c.data.arith.min_digits) + ")");
@@ -583,6 +659,23 @@ void cross_check(const loaded_config& lc) {
     if (!ex.command.empty() && !ex.socket.empty())
       fail("reward.external.socket", "must be empty when reward.external.command is set: give one");
   }
+  if (c.rollout.max_turns > 1 && c.env.kind == env_kind::none)
+    fail("rollout.max_turns",
+         "is " + std::to_string(c.rollout.max_turns) +
+             ": more than one turn needs an environment to answer the model (env.kind)");
+  if (c.env.kind != env_kind::none && c.rollout.max_turns < 2)
+    fail("env.kind", "needs rollout.max_turns >= 2: the model could never see an answer");
+  if (c.env.kind == env_kind::external) {
+    if (c.env.command.empty() && c.env.socket.empty())
+      fail("env.kind",
+           "external needs env.command (an environment process) or env.socket (a server)");
+    if (!c.env.command.empty() && !c.env.socket.empty())
+      fail("env.socket", "must be empty when env.command is set: give one");
+  }
+  if (c.rollout.max_episode_tokens > 0 && c.rollout.max_episode_tokens < c.rollout.max_new_tokens)
+    fail("rollout.max_episode_tokens", "must be 0 or >= rollout.max_new_tokens (" +
+                                           std::to_string(c.rollout.max_new_tokens) +
+                                           "): one model turn must fit in an episode");
   const auto& tls = c.cluster.tls;
   const int tls_keys = !tls.certificate.empty() + !tls.key.empty() + !tls.ca.empty();
   if (tls_keys != 0 && tls_keys != 3)
@@ -642,6 +735,12 @@ void cross_check(const loaded_config& lc) {
 // own log-probs become the behaviour policy; an explicit `false` is refused.
 void resolve_defaults(loaded_config& lc) {
   auto& c = lc.cfg;
+  // Evaluation runs the episodes training runs, unless told otherwise.
+  c.eval.env = c.env.kind;
+  if (c.eval.max_turns == 0) c.eval.max_turns = c.rollout.max_turns;
+  if (c.eval.max_episode_tokens == 0)
+    c.eval.max_episode_tokens =
+        c.rollout.max_episode_tokens > 0 ? c.rollout.max_episode_tokens : c.eval.max_new_tokens;
   if (c.async_training.mode != async_mode::fully_async || c.algorithm.loss != loss_kind::grpo)
     return;
   const auto& origin = lc.schema.origin("algorithm.use_rollout_logprobs");

@@ -19,6 +19,7 @@ struct run_config {
   algorithm_section algorithm;
   trainer_section trainer;
   reward_section reward;
+  env_section env;
   async_section async_training;
   workload_section workload;
   simulate_section simulate;

@@ -15,6 +15,7 @@
 #include "runtime/scheduling/sim_costs.hpp"
 #include "runtime/scheduling/workload.hpp"
 #include "runtime/task/task_sections.hpp"
+#include "runtime/tools/env_section.hpp"
 #include "runtime/train/policy_trainer_params.hpp"
 
 namespace asyncrl {
@@ -43,7 +44,9 @@ struct rollout_section {
   double temperature = 1.0;
   int64_t top_k = 0;   // 0 = off
   double top_p = 1.0;  // 1 = off
-  int64_t max_new_tokens = 48;
+  int64_t max_new_tokens = 48;  // per model turn
+  int64_t max_turns = 1;        // model turns per episode; > 1 needs env.kind
+  int64_t max_episode_tokens = 0;  // model + environment tokens per episode; 0 = max_new_tokens
   int64_t num_workers = 1;
   int64_t max_batch = 128;                     // KV-cache slots per worker (continuous batching)
   int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks

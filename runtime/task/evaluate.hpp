@@ -8,6 +8,7 @@
 #include "runtime/task/dataset.hpp"
 #include "runtime/task/prompting.hpp"
 #include "runtime/text/tokenizer.hpp"
+#include "runtime/tools/env_section.hpp"
 
 namespace asyncrl {
 
@@ -20,6 +21,12 @@ struct eval_options {
   int64_t batch = 128;
   sampling_params sampling;  // for the sampled pass
   uint64_t seed = 0;
+  // Episodes with the built-in calculator (docs/episodes.md): up to max_turns model turns of
+  // max_new_tokens each, max_episode_tokens in all; the final model turn is scored.
+  env_kind env = env_kind::none;
+  int64_t max_turns = 1;
+  int64_t max_episode_tokens = 0;  // 0 = max_new_tokens
+  bool tool = true;                // false: every call is answered "error: tool unavailable"
 };
 
 struct eval_result {

@@ -7,11 +7,9 @@
 // answers something malformed scores 0 with that outcome, and is replaced at the next call (a
 // process is killed, a connection closed, so the stream can never go out of sync).
 //
-// A scorer process runs in its own process group, gets SIGKILL when the thread that started it
-// ends (PR_SET_PDEATHSIG: the trainer never leaves one behind), and is always reaped. Writes use
-// send(MSG_NOSIGNAL) on a socket (a socketpair stands for the child's stdin and stdout), so a
-// dead scorer is an EPIPE, never a SIGPIPE, and the process's signal dispositions are untouched.
-// Torch-free and CAF-free. Not thread-safe: one instance per thread.
+// The process, the stream and their hygiene (process group, PR_SET_PDEATHSIG, MSG_NOSIGNAL,
+// always reaped) are runtime/common/framed_child.hpp's, shared with the external environment
+// client. Torch-free and CAF-free. Not thread-safe: one instance per thread.
 
 #include <sys/types.h>
 
@@ -20,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/framed_child.hpp"
 #include "runtime/task/scorer_frames.hpp"
 
 namespace asyncrl {
@@ -63,9 +62,6 @@ struct external_scorer_options {
   double stop_grace_s = 1;           // at stop: how long the process may take to exit on EOF
 };
 
-/// Splits a command line on whitespace (no quoting, no shell).
-std::vector<std::string> split_command(const std::string& line);
-
 class external_scorer {
  public:
   explicit external_scorer(external_scorer_options opts);
@@ -86,9 +82,9 @@ class external_scorer {
   /// Why it gave up (names the scorer and the last start error).
   const std::string& give_up_reason() const { return give_up_reason_; }
   /// The running scorer process, or -1 (none, or socket mode).
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
   /// "command '...'" or "socket '...'".
-  std::string describe() const;
+  std::string describe() const { return child_.describe(); }
 
   /// Ends the current scorer: closes its stdin (EOF) and gives it stop_grace_s to exit, then
   /// SIGKILLs its process group; always reaps it. A socket connection is just closed.
@@ -104,8 +100,7 @@ class external_scorer {
   scorer_result fail(scorer_outcome o, std::string error);
 
   external_scorer_options opts_;
-  int fd_ = -1;            // our end of the stream
-  pid_t pid_ = -1;         // command mode: the process (and its process group)
+  framed_child child_;
   bool answered_ = false;  // the current process answered at least once
   int64_t failed_starts_in_a_row_ = 0;
   bool gave_up_ = false;

@@ -4,6 +4,7 @@
 
 #include "runtime/text/chat_template.hpp"
 #include "runtime/text/hf_tokenizer.hpp"
+#include "runtime/tools/builtin_env.hpp"
 
 namespace asyncrl {
 
@@ -38,11 +39,13 @@ prompt_format make_prompt_format(const tokenizer& tok, chat_format requested,
             "cannot end; set data.chat_template=qwen or llama3");
       break;
     case chat_format::qwen:
+    case chat_format::qwen3:
       f.stop_id = need_special(tok, "<|im_end|>", f.chat);
       need_special(tok, "<|im_start|>", f.chat);
       if (f.system_prompt.empty()) f.system_prompt = default_system_prompt(jinja);
       break;
     case chat_format::llama3:
+    case chat_format::llama3_1:
       f.stop_id = need_special(tok, "<|eot_id|>", f.chat);
       need_special(tok, "<|start_header_id|>", f.chat);
       need_special(tok, "<|end_header_id|>", f.chat);
@@ -85,6 +88,18 @@ std::vector<int32_t> encode_response(const tokenizer& tok, const prompt_format& 
   auto ids = tok.encode(answer);
   ids.push_back(f.stop_id);
   return ids;
+}
+
+encoded_response encode_trace_response(const tokenizer& tok, const prompt_format& f,
+                                       const std::string& answer) {
+  encoded_response out;
+  for (const auto& span : split_calculator_trace(answer)) {
+    auto ids = tok.encode(span.text);
+    if (span.model) ids.push_back(f.stop_id);
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.mask.insert(out.mask.end(), ids.size(), span.model ? 1 : 0);
+  }
+  return out;
 }
 
 }  // namespace asyncrl

@@ -39,4 +39,15 @@ std::vector<int32_t> encode_prompt(const tokenizer& tok, const prompt_format& f,
 std::vector<int32_t> encode_response(const tokenizer& tok, const prompt_format& f,
                                      const std::string& answer);
 
+/// A worked answer as response tokens with their loss mask. A calculator trace
+/// (runtime/tools/builtin_env.hpp: kTraceTurnEnd between a model turn and the tool's answer)
+/// becomes model turns each ending in the stop token (mask 1) and the tool's answers (mask 0);
+/// any other answer is encode_response's tokens, all 1.
+struct encoded_response {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> mask;
+};
+encoded_response encode_trace_response(const tokenizer& tok, const prompt_format& f,
+                                       const std::string& answer);
+
 }  // namespace asyncrl

@@ -4,6 +4,7 @@
 
 #include "runtime/task/task_arith.hpp"
 #include "runtime/task/task_sections.hpp"
+#include "runtime/task/task_tools.hpp"
 
 namespace asyncrl {
 
@@ -15,13 +16,26 @@ task_data load_task_data(const data_section& cfg, bool numeric_answers) {
   task_data d;
   const bool need_builtin = cfg.train_path.empty() || cfg.test_path.empty();
   if (need_builtin) {
-    arith_options opt;
-    opt.min_digits = static_cast<int>(cfg.arith.min_digits);
-    opt.max_digits = static_cast<int>(cfg.arith.max_digits);
-    opt.ops = cfg.arith.ops;
-    auto splits =
-        generate_arith_splits(opt, static_cast<size_t>(cfg.train_size),
-                              static_cast<size_t>(cfg.test_size), static_cast<uint64_t>(cfg.seed));
+    arith_splits splits;
+    const auto train_n = static_cast<size_t>(cfg.train_size);
+    const auto test_n = static_cast<size_t>(cfg.test_size);
+    const auto seed = static_cast<uint64_t>(cfg.seed);
+    if (cfg.task == "arith_tools") {
+      arith_tools_options opt;
+      opt.terms_min = static_cast<int>(cfg.arith_tools.terms_min);
+      opt.terms_max = static_cast<int>(cfg.arith_tools.terms_max);
+      opt.digits = static_cast<int>(cfg.arith_tools.digits);
+      opt.ops = cfg.arith_tools.ops;
+      splits = generate_arith_tools_examples(
+          opt, train_n, test_n, seed,
+          cfg.arith_tools.traces ? tool_answer_style::trace : tool_answer_style::no_tool);
+    } else {
+      arith_options opt;
+      opt.min_digits = static_cast<int>(cfg.arith.min_digits);
+      opt.max_digits = static_cast<int>(cfg.arith.max_digits);
+      opt.ops = cfg.arith.ops;
+      splits = generate_arith_splits(opt, train_n, test_n, seed);
+    }
     auto name = "built-in " + cfg.task + " (seed " + std::to_string(cfg.seed) + ")";
     d.train = std::move(splits.train);
     d.test = std::move(splits.test);

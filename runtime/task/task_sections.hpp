@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/text/chat_format.hpp"
+#include "runtime/tools/env_section.hpp"
 
 namespace asyncrl {
 
@@ -15,6 +16,16 @@ struct arith_config {
   int64_t min_digits = 1;
   int64_t max_digits = 3;
   std::string ops = "+-";
+};
+
+/// The built-in tool task (data.task: arith_tools): multi-step products and sums, solved with
+/// the calculator (runtime/task/task_tools.hpp).
+struct arith_tools_config {
+  int64_t terms_min = 2;
+  int64_t terms_max = 3;
+  int64_t digits = 3;
+  std::string ops = "*+-";
+  bool traces = true;  // worked answers as calculator traces (else "#### N")
 };
 
 struct data_section {
@@ -31,6 +42,7 @@ struct data_section {
   int64_t test_size = 256;
   int64_t seed = 1234;
   arith_config arith;
+  arith_tools_config arith_tools;
   int64_t train_batch_size = 16;  // prompts per RL step
   int64_t max_prompt_length = 64;
 };
@@ -40,6 +52,12 @@ struct eval_section {
   int64_t max_new_tokens = 48;
   int64_t batch = 128;
   int64_t every_steps = 0;  // train: greedy eval on the test split every n steps; 0 = off
+  // Multi-turn episodes with the built-in calculator (env.kind=calculator): evaluated as
+  // episodes, each model turn up to max_new_tokens. 0 = rollout.max_turns / max_episode_tokens.
+  int64_t max_turns = 0;
+  int64_t max_episode_tokens = 0;
+  bool tool = true;               // false: every tool call is answered "error: tool unavailable"
+  env_kind env = env_kind::none;  // env.kind, resolved when the config loads (not a key)
 };
 
 }  // namespace asyncrl

@@ -9,7 +9,9 @@ namespace {
 
 struct builder {
   std::vector<int64_t> src, targets, row, col;
+  std::vector<uint8_t> trained;  // 1: a model token (in the loss); 0: the environment's
   int64_t max_response = 0;
+  int64_t loss_tokens = 0;
 
   void add_response(const scored_sample& s, int64_t m, int64_t flat_first_pred,
                     int64_t flat_first_tok) {
@@ -18,6 +20,8 @@ struct builder {
     for (size_t j = 0; j < s.response.size(); ++j) {
       src.push_back(j == 0 ? flat_first_pred : flat_first_tok + static_cast<int64_t>(j) - 1);
       targets.push_back(s.response[j]);
+      trained.push_back(model_token(s, j) ? 1 : 0);
+      loss_tokens += trained.back();
       row.push_back(m);
       col.push_back(static_cast<int64_t>(j));
     }
@@ -39,6 +43,9 @@ packed_batch pack_samples(const std::vector<const scored_sample*>& samples, bool
     if (s->logprobs.size() != s->response.size() || s->versions.size() != s->response.size())
       throw std::invalid_argument("pack_samples: sample " + std::to_string(s->uid) +
                                   " has mismatched response/logprob/version lengths");
+    if (!s->loss_mask.empty() && s->loss_mask.size() != s->response.size())
+      throw std::invalid_argument("pack_samples: sample " + std::to_string(s->uid) +
+                                  " has a loss mask of another length than its response");
   }
   // Packs: lists of sample indices sharing one sequence.
   std::vector<std::vector<int64_t>> packs;
@@ -136,6 +143,9 @@ packed_batch pack_samples(const std::vector<const scored_sample*>& samples, bool
   out.targets = long_tensor(bld.targets, device);
   out.row = long_tensor(bld.row, device);
   out.col = long_tensor(bld.col, device);
+  out.trained =
+      at::tensor(bld.trained, at::TensorOptions().dtype(at::kByte)).to(at::kBool).to(device);
+  out.loss_tokens = bld.loss_tokens;
   out.samples = static_cast<int64_t>(samples.size());
   out.max_response = bld.max_response;
   out.tokens_real = real;
@@ -151,6 +161,10 @@ at::Tensor to_rows(const at::Tensor& flat, const packed_batch& b) {
 at::Tensor response_mask(const packed_batch& b) {
   auto ones = at::ones({b.row.size(0)}, b.row.options().dtype(at::kBool));
   return to_rows(ones, b);
+}
+
+at::Tensor loss_mask(const packed_batch& b) {
+  return to_rows(b.trained, b);
 }
 
 }  // namespace asyncrl

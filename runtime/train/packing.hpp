@@ -23,6 +23,8 @@ struct packed_batch {
   at::Tensor src;                // (N,) int64 index into B*T of the position predicting each token
   at::Tensor targets;            // (N,) int64 response tokens
   at::Tensor row, col;           // (N,) int64 sample index in [0, M) and offset in its response
+  at::Tensor trained;            // (N,) bool: a model token (in the loss), not the environment's
+  int64_t loss_tokens = 0;       // how many of the N are in the loss
   int64_t samples = 0;           // M
   int64_t max_response = 0;      // longest response, for (M, max_response) per-token tensors
   int64_t tokens_real = 0;       // non-padding tokens in ids
@@ -41,5 +43,9 @@ at::Tensor to_rows(const at::Tensor& flat, const packed_batch& b);
 
 /// (M, max_response) bool mask of real response tokens.
 at::Tensor response_mask(const packed_batch& b);
+
+/// (M, max_response) bool mask of the tokens in the loss: the model's response tokens, without
+/// padding and without an episode's environment tokens (scored_sample::loss_mask).
+at::Tensor loss_mask(const packed_batch& b);
 
 }  // namespace asyncrl

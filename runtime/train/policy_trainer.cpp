@@ -315,7 +315,8 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, 
   auto device = policy_->parameters().front().device();
   auto b = pack_samples(micro, p_.shared_prompt_attention, device, p_.padding_free);
   const auto N = b.targets.size(0);
-  if (N == 0) throw std::invalid_argument("micro-batch has no response tokens");
+  if (N == 0 || b.loss_tokens == 0)
+    throw std::invalid_argument("micro-batch has no response tokens of the model");
 
   // Per-token generator data as (M, max_response) rows, row m = micro[m]. The model's
   // log-probs come out in pack order and are scattered into the same rows by to_rows().
@@ -341,7 +342,9 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, 
   }
   auto rows = [&](const at::Tensor& flat) { return to_rows(flat, b); };
   auto grid = [&](const at::Tensor& t) { return t.view({M, L}).to(device); };
-  auto mask = response_mask(b);
+  // The environment's tokens of an episode are context, never trained on: out of the loss,
+  // its statistics and the token count that normalises it.
+  auto mask = loss_mask(b);
   const auto dtype = policy_->parameters().front().scalar_type();
   auto behav_t = grid(at::tensor(behav)).to(dtype);
   auto adv_t = grid(at::tensor(adv)).to(dtype);
@@ -350,7 +353,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, 
   auto logp = rows(token_logprobs(logits, b.targets));
   {
     at::NoGradGuard ng;  // summed on the device; step() reads it
-    add_device_sum(entropy_dev_, rl::entropy_from_logits(logits.detach()).sum());
+    add_device_sum(entropy_dev_, rl::entropy_from_logits(logits.detach()).mul(b.trained).sum());
   }
 
   rl::loss_inputs in;
@@ -403,7 +406,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, 
     add_device_sum(loss_dev_, out.loss.detach());
     stat_sums_ = rl::combine_stats(stat_sums_, out.stat_sums);
   }
-  tokens_ += N;  // every response token is in the mask
+  tokens_ += b.loss_tokens;
   samples_ += b.samples;
   processed_ += b.tokens_processed;
   real_ += b.tokens_real;

@@ -54,6 +54,7 @@ std::string encode_samples(const std::vector<const scored_sample*>& samples) {
     put_vec(out, s->response);
     put_vec(out, s->logprobs);
     put_vec(out, s->versions);
+    put_vec(out, s->loss_mask);
     put(out, s->reward);
     put(out, s->advantage);
     put(out, s->interruptions);
@@ -74,10 +75,12 @@ std::vector<scored_sample> decode_samples(const std::string& bytes) {
     s.response = r.get_vec<int32_t>();
     s.logprobs = r.get_vec<float>();
     s.versions = r.get_vec<int64_t>();
+    s.loss_mask = r.get_vec<uint8_t>();
     s.reward = r.get<double>();
     s.advantage = r.get<double>();
     s.interruptions = r.get<int32_t>();
-    if (s.logprobs.size() != s.response.size() || s.versions.size() != s.response.size())
+    if (s.logprobs.size() != s.response.size() || s.versions.size() != s.response.size() ||
+        (!s.loss_mask.empty() && s.loss_mask.size() != s.response.size()))
       throw std::runtime_error("sample bytes: per-token lists of unequal lengths");
     out.push_back(std::move(s));
   }

@@ -22,8 +22,11 @@ std::pair<torch::Tensor, int64_t> sft_loss(CausalLMImpl& model,
     for (int64_t t = 0; t + 1 < static_cast<int64_t>(s.size()); ++t) {
       ids[b * T + t] = s[t];
       tgt[b * T + t] = s[t + 1];
-      // Target t+1 is a response token when t + 1 >= prompt_len.
-      if (t + 1 >= batch[b]->prompt_len) {
+      // Target t+1 is a response token when t + 1 >= prompt_len; a tool's answer is not one
+      // the model is taught to write.
+      const auto& rm = batch[b]->response_mask;
+      const int64_t r = t + 1 - batch[b]->prompt_len;
+      if (r >= 0 && (rm.empty() || rm[static_cast<size_t>(r)] != 0)) {
         mask[b * T + t] = 1.f;
         ++count;
       }

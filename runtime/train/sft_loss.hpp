@@ -16,6 +16,9 @@ class CausalLMImpl;
 struct sft_example {
   std::vector<int32_t> seq;  // prompt + response
   int64_t prompt_len = 0;
+  // Per response token: 1 = trained on, 0 = a tool's answer in a worked tool trace (context
+  // only, as in RL). Empty: every response token is trained on.
+  std::vector<uint8_t> response_mask;
 };
 
 /// Masked next-token cross-entropy over response tokens, token-mean over the batch. The batch

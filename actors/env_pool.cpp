@@ -1,0 +1,206 @@
+#include "actors/env_pool.hpp"
+
+#include <spdlog/spdlog.h>
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "actors/errors.hpp"
+#include "runtime/common/framed_child.hpp"
+#include "runtime/common/rng.hpp"
+#include "runtime/tools/builtin_env.hpp"
+#include "runtime/tools/external_env.hpp"
+
+namespace asyncrl {
+
+namespace {
+
+// An answer held back by its injected latency.
+struct delayed {
+  env_answer answer;
+  caf::typed_response_promise<env_answer> promise;
+};
+
+// env.kind=external: one worker per concurrent call, each on its own thread with its own
+// environment process (its calls block). An episode's calls go to one worker (episode mod
+// workers), whose process keeps its state between turns.
+using env_worker_actor = caf::typed_actor<caf::replies_to<env_atom, env_call>::with<env_answer>>;
+
+struct env_worker_state {
+  static inline const char* name = "env_worker";
+  std::unique_ptr<external_env> env;
+  env_pool_args args;
+};
+
+// Brings the worker's process to the point before `c.turn`: a process that does not hold the
+// episode (its first turn, or a fresh process after a failure) gets reset and the recorded
+// earlier turns again. Returns the failed call's result, or nullopt when ready.
+std::optional<env_result> bring_up(external_env& env, const env_call& c, uint64_t seed) {
+  if (env.knows(c.episode)) return std::nullopt;
+  auto r = env.reset(c.episode, c.task, c.ground_truth, mix64(seed ^ c.episode));
+  if (r.outcome != env_outcome::ok) return r;
+  for (size_t i = 0; i < c.earlier.size(); ++i) {
+    r = env.step(c.episode, static_cast<int32_t>(i + 1), c.earlier[i]);
+    if (r.outcome != env_outcome::ok) return r;
+  }
+  return std::nullopt;
+}
+
+// One model turn through the external environment, replayed on a fresh process after each
+// failure, env.max_retries times at most.
+env_answer external_turn(external_env& env, const env_pool_args& a, const env_call& c) {
+  env_answer out;
+  for (int64_t attempt = 0;; ++attempt) {
+    auto failed = bring_up(env, c, a.seed);
+    if (!failed) {
+      auto r = env.step(c.episode, c.turn, c.text);
+      if (r.outcome == env_outcome::ok) {
+        out.observations = {std::move(r.observation)};
+        out.done = r.done;
+        out.has_reward = r.has_reward;
+        out.reward = r.reward;
+        if (r.done) env.close(c.episode);
+        return out;
+      }
+      failed = std::move(r);
+    }
+    out.error = std::string(to_string(failed->outcome)) + ": " + failed->error;
+    if (attempt >= a.env.max_retries || env.gave_up()) {
+      out.failed = out.done = true;
+      if (env.gave_up()) out.error += " (" + env.give_up_reason() + ")";
+      return out;
+    }
+    ++out.failed_attempts;
+    spdlog::warn("environment: episode {} turn {} failed ({}); replaying it on a fresh process",
+                 c.episode, c.turn, out.error);
+  }
+}
+
+env_worker_actor::behavior_type env_worker_fn(
+    env_worker_actor::stateful_pointer<env_worker_state> self, env_pool_args args) {
+  external_env_options o;
+  o.command = split_command(args.env.command);
+  o.socket = args.env.socket;
+  o.timeout_s = static_cast<double>(args.env.timeout_ms) / 1000.0;
+  self->state.env = std::make_unique<external_env>(std::move(o));
+  self->state.args = std::move(args);
+  return {
+      [self](env_atom, env_call& c) -> env_answer {
+        return external_turn(*self->state.env, self->state.args, c);
+      },
+  };
+}
+
+struct env_pool_state {
+  static inline const char* name = "env_pool";
+  env_pool_args args;
+  std::vector<env_worker_actor> workers;  // env.kind=external
+  std::map<uint64_t, delayed> waiting;    // by ticket
+  uint64_t next_ticket = 0;
+  int64_t answered = 0;
+  std::deque<bool> recent;  // whether each of the latest calls failed, oldest first
+};
+
+using self_ptr = env_pool_actor::stateful_pointer<env_pool_state>;
+
+// The calculator's answer to one model turn (in-process: it cannot fail).
+env_answer calculator_answer(const env_pool_args& a, const env_call& c) {
+  env_answer out;
+  auto step = calculator_turn(a.format, c.text);
+  out.observations = std::move(step.observations);
+  out.done = step.done;
+  return out;
+}
+
+// Records one call's failed attempts and outcome; false when the failure rate is over its
+// bound.
+bool record(self_ptr self, const env_answer& a) {
+  auto& st = self->state;
+  const auto& e = st.args.env;
+  for (int32_t i = 0; i <= a.failed_attempts; ++i) {
+    st.recent.push_back(i < a.failed_attempts || a.failed);
+    if (static_cast<int64_t>(st.recent.size()) > e.failure_window) st.recent.pop_front();
+  }
+  if (static_cast<int64_t>(st.recent.size()) < e.failure_window) return true;
+  int64_t bad = 0;
+  for (bool f : st.recent)
+    bad += f;
+  return static_cast<double>(bad) <= e.max_failure_rate * static_cast<double>(e.failure_window);
+}
+
+// Answers `rp` with `a` after the call's injected latency, or ends the pool when its
+// environment fails too often.
+void settle(self_ptr self, const env_call& c, env_answer a,
+            caf::typed_response_promise<env_answer> rp) {
+  auto& st = self->state;
+  if (!record(self, a)) {
+    auto why = "environment of rollouter " + std::to_string(st.args.worker) +
+               ": more than env.max_failure_rate (" + std::to_string(st.args.env.max_failure_rate) +
+               ") of the last " + std::to_string(st.args.env.failure_window) +
+               " calls failed; the last: " + a.error;
+    spdlog::error("{}", why);
+    rp.deliver(caf::make_error(errc::env_failed, why));
+    self->quit(caf::make_error(errc::env_failed, why));
+    return;
+  }
+  ++st.answered;
+  a.latency_ms = tool_latency_ms(st.args.env, st.args.seed, c.episode, c.turn);
+  if (a.latency_ms <= 0) {
+    rp.deliver(std::move(a));
+    return;
+  }
+  const auto ticket = st.next_ticket++;
+  const auto wait = std::chrono::microseconds(static_cast<int64_t>(a.latency_ms * 1000));
+  st.waiting.emplace(ticket, delayed{std::move(a), rp});
+  self->delayed_send(self, wait, due_atom::value, ticket);
+}
+
+}  // namespace
+
+env_pool_actor::behavior_type env_pool_fn(self_ptr self, env_pool_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  if (st.args.env.kind == env_kind::external)
+    for (int64_t i = 0; i < st.args.env.num_workers; ++i)
+      st.workers.push_back(self->spawn<caf::detached + caf::linked>(env_worker_fn, st.args));
+  return {
+      [self](env_atom, env_call& c) -> caf::result<env_answer> {
+        auto& st = self->state;
+        auto rp = self->make_response_promise<env_answer>();
+        if (st.workers.empty()) {
+          settle(self, c, calculator_answer(st.args, c), rp);
+          return rp;
+        }
+        auto& w = st.workers[c.episode % st.workers.size()];
+        self->request(w, caf::infinite, env_atom::value, c)
+            .then([self, c, rp](env_answer& a) { settle(self, c, std::move(a), rp); },
+                  [self, c, rp](caf::error& e) {
+                    env_answer a;
+                    a.failed = a.done = true;
+                    a.error = self->system().render(e);
+                    settle(self, c, std::move(a), rp);
+                  });
+        return rp;
+      },
+      [self](due_atom, uint64_t ticket) {
+        auto it = self->state.waiting.find(ticket);
+        if (it == self->state.waiting.end()) return;
+        it->second.promise.deliver(std::move(it->second.answer));
+        self->state.waiting.erase(it);
+      },
+      [self](stop_atom) -> int64_t {
+        self->quit();
+        return self->state.answered;
+      },
+  };
+}
+
+env_pool_actor spawn_env_pool(caf::actor_system& sys, env_pool_args args) {
+  return sys.spawn(env_pool_fn, std::move(args));
+}
+
+}  // namespace asyncrl
