@@ -461,3 +461,33 @@ TEST(Config, DoublesPrintShortAndRoundTripExactly) {
     EXPECT_EQ(again->cfg.trainer.lr, v);
   }
 }
+
+// Multi-turn episodes (docs/episodes.md). Catches: more turns with nothing to answer them (the
+// episode would end after its first turn, silently single-turn), an environment that can never
+// answer (max_turns 1), an external environment without a command or socket, and an episode
+// budget smaller than one turn.
+TEST(Config, EpisodeKeysAreCheckedTogether) {
+  auto msg = error_of("rollout:\n  max_turns: 3\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:2: key 'rollout.max_turns'")) << msg;
+  EXPECT_TRUE(contains(msg, "needs an environment")) << msg;
+  msg = error_of("env:\n  kind: calculator\n");
+  EXPECT_TRUE(contains(msg, "key 'env.kind': needs rollout.max_turns >= 2")) << msg;
+  msg = error_of("rollout:\n  max_turns: 2\nenv:\n  kind: external\n");
+  EXPECT_TRUE(contains(msg, "external needs env.command")) << msg;
+  msg = error_of(
+      "rollout:\n  max_turns: 2\n  max_new_tokens: 32\n  max_episode_tokens: 16\n"
+      "env:\n  kind: calculator\n");
+  EXPECT_TRUE(contains(msg,
+                       "key 'rollout.max_episode_tokens': must be 0 or >= "
+                       "rollout.max_new_tokens (32)"))
+      << msg;
+  EXPECT_EQ(error_of("rollout:\n  max_turns: 2\nenv:\n  kind: calculator\n"), "");
+  // Evaluation runs the training episodes unless told otherwise.
+  auto lc = load_config_text(
+      "rollout:\n  max_turns: 3\n  max_episode_tokens: 90\n"
+      "env:\n  kind: calculator\n",
+      "c.yaml", {});
+  EXPECT_EQ(lc->cfg.eval.max_turns, 3);
+  EXPECT_EQ(lc->cfg.eval.max_episode_tokens, 90);
+  EXPECT_EQ(lc->cfg.eval.env, env_kind::calculator);
+}

@@ -22,7 +22,10 @@ nlohmann::ordered_json summarize(const run_result& r) {
                           {"groups_completed", c.groups_completed},
                           {"groups_unfinished", c.groups_unfinished},
                           {"tokens_generated", c.tokens_generated},
-                          {"interruptions", c.interruptions}});
+                          {"interruptions", c.interruptions},
+                          {"env_calls", c.env_calls},
+                          {"env_tokens", c.env_tokens},
+                          {"observations_cut", c.observations_cut}});
   return {{"ok", r.ok},
           {"status", to_string(r.status)},
           {"error", r.error},

@@ -128,7 +128,12 @@ bool held_out_reached(model_bundle& policy, const prompt_format& fmt,
   policy.model->eval();
   rep.val_accuracy = evaluate(policy.model.ptr(), *policy.tokenizer, fmt, val, opts).pass1;
   policy.model->train();
-  if (rep.val_accuracy < s.stop_at_accuracy) return false;
+  if (rep.val_accuracy < s.stop_at_accuracy) {
+    // The stopping rule's progress: a warm start that never gets there is visible early.
+    spdlog::info("sft: step {}: held-out greedy accuracy {:.3f} (stops at {:.3f})", steps_done,
+                 rep.val_accuracy, s.stop_at_accuracy);
+    return false;
+  }
   spdlog::info(
       "sft: held-out greedy accuracy {:.3f} >= sft.stop_at_accuracy {:.3f} at step "
       "{}: stopping",
