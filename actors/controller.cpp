@@ -327,7 +327,8 @@ void spawn_roles(ctrl_ptr self) {
                        rollout_weights_dtype(env->params.rollouter));
   std::vector<rollouter_actor> local;
   for (int32_t w = 0; w < static_cast<int32_t>(env->params.controller.local_rollouters); ++w) {
-    local.push_back(spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me, {}}));
+    local.push_back(
+        spawn_rollouter(sys, rollouter_args{w, env, weights, st.queue, st.reward, me, {}}));
     st.roster.enlist(w, local.back());
   }
   st.roster.nodes().start_ids_at(static_cast<int32_t>(local.size()));  // remote ones after these

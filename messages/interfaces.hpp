@@ -33,7 +33,7 @@ using rollouter_actor = caf::typed_actor<
 /// (quits with an error) when more than env.max_failure_rate of its recent calls failed.
 using env_pool_actor =
     caf::typed_actor<caf::replies_to<env_atom, env_call>::with<env_answer>,
-                     caf::reacts_to<due_atom, uint64_t>,  // (self) a delayed answer is due
+                     caf::reacts_to<due_atom, uint64_t>,          // (self) a delayed answer is due
                      caf::replies_to<stop_atom>::with<int64_t>>;  // -> calls answered
 
 /// One scoring worker of the Reward pool. A score call carries the decoded response, the

@@ -42,10 +42,10 @@ struct sft_section {
 struct rollout_section {
   int64_t n = 8;  // group size G
   double temperature = 1.0;
-  int64_t top_k = 0;   // 0 = off
-  double top_p = 1.0;  // 1 = off
-  int64_t max_new_tokens = 48;  // per model turn
-  int64_t max_turns = 1;        // model turns per episode; > 1 needs env.kind
+  int64_t top_k = 0;               // 0 = off
+  double top_p = 1.0;              // 1 = off
+  int64_t max_new_tokens = 48;     // per model turn
+  int64_t max_turns = 1;           // model turns per episode; > 1 needs env.kind
   int64_t max_episode_tokens = 0;  // model + environment tokens per episode; 0 = max_new_tokens
   int64_t num_workers = 1;
   int64_t max_batch = 128;                     // KV-cache slots per worker (continuous batching)
