@@ -54,6 +54,15 @@ asyncrl_of() {
 }
 
 
+# wait_joined NAME: until worker NAME has started its rollouters (bounded: 30 s). A victim must
+# have joined before it is killed or frozen: on a loaded machine the 5 steps this script waits for
+# can pass on w1 alone while w3 is still forming its weights link, and a worker killed then is
+# never counted as joined, so it cannot be counted as lost (CI, stop 46).
+wait_joined() {
+  for _ in $(seq 300); do grep -q "rollouter(s) started" "$WORK/$1.log" && return; sleep 0.1; done
+  fail "worker $1 did not join in 30 s"
+}
+
 # check_summary RUN_DIR [min joined] [min lost]: the accounting identity, hop by hop, and the
 # ledger: every schedule position trained or dropped exactly once.
 check_summary() {
@@ -115,6 +124,7 @@ case "$CASE" in
     start_worker w2 "$port"
     start_worker w3 "$port"
     wait_steps "$WORK/run" 5  # training is under way
+    wait_joined w3
     asyncrl_of "$WORKER_PID"
     victim=$VICTIM
     kill -9 "$victim"
@@ -140,10 +150,7 @@ case "$CASE" in
     start_worker w2 "$port"
     start_worker w3 "$port"
     wait_steps "$WORK/run" 5
-    # The victim must have joined: on a loaded machine w3 may still be starting (a worker frozen
-    # before it connects is never lost, it is just absent).
-    for _ in $(seq 300); do grep -q "rollouter(s) started" "$WORK/w3.log" && break; sleep 0.1; done
-    grep -q "rollouter(s) started" "$WORK/w3.log" || fail "worker w3 did not join in 30 s"
+    wait_joined w3
     asyncrl_of "$WORKER_PID"
     victim=$VICTIM
     kill -STOP "$victim"
