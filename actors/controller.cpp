@@ -338,7 +338,7 @@ void spawn_roles(ctrl_ptr self) {
     return spawn_rollouter(sys, rollouter_args{w, env, v, queue, reward, me, {}});
   };
   st.sync = spawn_synchronizer(sys, std::move(sa));
-  trainer_args ta{env, st.args.initial, st.queue, st.sync, me, st.args.test, {}};
+  trainer_args ta{env, st.args.initial, st.queue, st.sync, me, st.args.test, {}, {}};
   if (restore) ta.restore = std::move(restore->trainer);
   if (st.args.data_parallel) ta.data_parallel = st.args.data_parallel();
   st.trainer = spawn_trainer(sys, std::move(ta));

@@ -95,9 +95,13 @@ env_worker_actor::behavior_type env_worker_fn(
   };
 }
 
+// faults.env_fault_every: what the n-th call's first attempt suffers, in turn.
+enum class env_fault { none, hang, crash, garbage, flood };
+
 struct env_pool_state {
   static inline const char* name = "env_pool";
   env_pool_args args;
+  int64_t calls = 0, injected = 0;        // for faults.env_fault_every
   std::vector<env_worker_actor> workers;  // env.kind=external
   std::map<uint64_t, delayed> waiting;    // by ticket
   uint64_t next_ticket = 0;
@@ -114,6 +118,46 @@ env_answer calculator_answer(const env_pool_args& a, const env_call& c) {
   out.observations = std::move(step.observations);
   out.done = step.done;
   return out;
+}
+
+env_fault next_fault(env_pool_state& st) {
+  if (st.args.fault_every <= 0 || ++st.calls % st.args.fault_every != 0) return env_fault::none;
+  constexpr env_fault cycle[] = {env_fault::hang, env_fault::crash, env_fault::garbage,
+                                 env_fault::flood};
+  return cycle[st.injected++ % 4];
+}
+
+// Puts an injected fault in front of the call's real answer `out`: a failed first attempt whose
+// replay is `out` (or, with its replays spent, a failed call), or for a flood an observation four
+// times over env.max_observation_tokens, which the rollouter cuts. A hang's attempt is seen when
+// env.timeout_ms has passed: the answer is that much later (returned).
+double inject(const env_pool_args& a, const env_call& c, env_fault f, env_answer& out) {
+  if (f == env_fault::none) return 0;
+  out.injected = true;
+  if (f == env_fault::flood) {
+    std::string flood;
+    for (int64_t i = 0; i < 4 * a.env.max_observation_tokens; ++i)
+      flood += "flood ";
+    out.observations.assign(out.observations.empty() ? 1 : out.observations.size(), flood);
+    spdlog::warn("environment: injected fault: episode {} turn {} floods ({} bytes)", c.episode,
+                 c.turn, flood.size());
+    return 0;
+  }
+  const char* what = f == env_fault::hang    ? "timed out (injected hang)"
+                     : f == env_fault::crash ? "crashed (injected)"
+                                             : "answered garbage (injected)";
+  spdlog::warn("environment: injected fault: episode {} turn {} {}", c.episode, c.turn, what);
+  const double late = f == env_fault::hang ? static_cast<double>(a.env.timeout_ms) : 0.0;
+  if (out.failed) return late;                     // it failed on its own as well
+  if (out.failed_attempts >= a.env.max_retries) {  // no replay left for the real answer
+    out = env_answer{};
+    out.failed = out.done = out.injected = true;
+    out.failed_attempts = static_cast<int32_t>(a.env.max_retries);
+    out.error = std::string("the environment ") + what;
+    return late;
+  }
+  ++out.failed_attempts;
+  return late;
 }
 
 // Records one call's failed attempts and outcome; false when the failure rate is over its
@@ -135,8 +179,9 @@ bool record(self_ptr self, const env_answer& a) {
 // Answers `rp` with `a` after the call's injected latency, or ends the pool when its
 // environment fails too often.
 void settle(self_ptr self, const env_call& c, env_answer a,
-            caf::typed_response_promise<env_answer> rp) {
+            caf::typed_response_promise<env_answer> rp, env_fault fault) {
   auto& st = self->state;
+  const double late = inject(st.args, c, fault, a);
   if (!record(self, a)) {
     auto why = "environment of rollouter " + std::to_string(st.args.worker) +
                ": more than env.max_failure_rate (" + std::to_string(st.args.env.max_failure_rate) +
@@ -148,7 +193,7 @@ void settle(self_ptr self, const env_call& c, env_answer a,
     return;
   }
   ++st.answered;
-  a.latency_ms = tool_latency_ms(st.args.env, st.args.seed, c.episode, c.turn);
+  a.latency_ms = tool_latency_ms(st.args.env, st.args.seed, c.episode, c.turn) + late;
   if (a.latency_ms <= 0) {
     rp.deliver(std::move(a));
     return;
@@ -171,18 +216,19 @@ env_pool_actor::behavior_type env_pool_fn(self_ptr self, env_pool_args args) {
       [self](env_atom, env_call& c) -> caf::result<env_answer> {
         auto& st = self->state;
         auto rp = self->make_response_promise<env_answer>();
+        const auto fault = next_fault(st);
         if (st.workers.empty()) {
-          settle(self, c, calculator_answer(st.args, c), rp);
+          settle(self, c, calculator_answer(st.args, c), rp, fault);
           return rp;
         }
         auto& w = st.workers[c.episode % st.workers.size()];
         self->request(w, caf::infinite, env_atom::value, c)
-            .then([self, c, rp](env_answer& a) { settle(self, c, std::move(a), rp); },
-                  [self, c, rp](caf::error& e) {
+            .then([self, c, rp, fault](env_answer& a) { settle(self, c, std::move(a), rp, fault); },
+                  [self, c, rp, fault](caf::error& e) {
                     env_answer a;
                     a.failed = a.done = true;
                     a.error = self->system().render(e);
-                    settle(self, c, std::move(a), rp);
+                    settle(self, c, std::move(a), rp, fault);
                   });
         return rp;
       },

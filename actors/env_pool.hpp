@@ -6,7 +6,8 @@
 // sync never waits on a tool. The pool applies the injected tool latency
 // (env.latency_median_ms) by answering later, and counts failures: more than
 // env.max_failure_rate of the last env.failure_window calls failed ends the pool (and, linked,
-// its rollouter and the run) with an error that says so.
+// its rollouter and the run) with an error that says so. faults.env_fault_every injects its
+// faults here, in front of whichever environment answers.
 
 #include <caf/actor_system.hpp>
 
@@ -21,6 +22,7 @@ struct env_pool_args {
   env_section env;
   chat_format format = chat_format::none;  // the syntax of the model's tool calls
   uint64_t seed = 1;                       // runtime.seed: the latency draws
+  int64_t fault_every = 0;                 // faults.env_fault_every (0 = off)
 };
 
 /// Spawns a pool; its owner links to it (a pool never outlives its rollouter).

@@ -31,6 +31,7 @@ rollouter_params rollouter_params_from(const run_config& cfg, const schedule_pla
   p.sync_drop_every = cfg.faults.sync_drop_every;
   p.sync_delay_every = cfg.faults.sync_delay_every;
   p.sync_delay_ms = cfg.faults.sync_delay_ms;
+  p.env_fault_every = cfg.faults.env_fault_every;
   return p;
 }
 

@@ -72,7 +72,7 @@ struct rollouter_actor_state {
   std::set<int64_t> dropped_versions;
   fault_counts faults;  // the drops and delays injected above, for progress and rollout_counts
   int64_t completed = 0, tokens = 0, interruptions = 0, chunks = 0;
-  int64_t env_calls = 0, env_tokens = 0, observations_cut = 0;
+  int64_t env_calls = 0, env_tokens = 0, observations_cut = 0, env_retries = 0, env_failures = 0;
   double busy_ms = 0;
   double temperature = 1.0;   // rollout.temperature, or as the console set it
   int64_t console_delay = 0;  // ms: the console delays the next load (delay-sync), once
@@ -332,6 +332,13 @@ void on_env_answer(self_ptr self, uint64_t id, env_answer& a) {
   auto req = std::move(it->second);
   st.at_env.erase(it);
   auto& ep = st.episodes[id];
+  st.env_retries += a.failed_attempts;
+  st.env_failures += a.failed;
+  if (a.injected) {  // faults.env_fault_every: recovered unless the call failed after its replays
+    ++st.faults.env_faults;
+    st.faults.env_faults_recovered += !a.failed;
+    push_progress(self);  // counted now: this incarnation may be killed before its stop
+  }
   bool over = a.failed || a.done;
   if (a.failed) {
     ep.env_failed = true;
@@ -484,6 +491,8 @@ rollout_counts finish(self_ptr self) {
   c.env_calls = st.env_calls;
   c.env_tokens = st.env_tokens;
   c.observations_cut = st.observations_cut;
+  c.env_retries = st.env_retries;
+  c.env_failures = st.env_failures;
   if (st.tool_gate) st.tool_gate->deliver(int64_t{0});
   st.tool_gate.reset();
   st.at_env.clear();
@@ -744,6 +753,7 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
       ea.env = rp.env;
       ea.format = st.args.env->prompt.chat;
       ea.seed = rp.seed;
+      ea.fault_every = rp.env_fault_every;
       st.env_pool = spawn_env_pool(self->system(), std::move(ea));
     }
     self->link_to(st.env_pool);

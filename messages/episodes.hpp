@@ -36,6 +36,7 @@ struct env_answer {
   std::string error;            // why, when failed
   double latency_ms = 0;        // the injected tool latency of this call (env.latency_median_ms)
   int32_t failed_attempts = 0;  // attempts that failed before this answer (each replayed)
+  bool injected = false;        // faults.env_fault_every hit this call (counted by the rollouter)
 };
 
 template <class Inspector>
@@ -47,7 +48,7 @@ typename Inspector::result_type inspect(Inspector& f, env_call& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, env_answer& x) {
   return f(caf::meta::type_name("env_answer"), x.observations, x.done, x.has_reward, x.reward,
-           x.failed, x.error, x.latency_ms, x.failed_attempts);
+           x.failed, x.error, x.latency_ms, x.failed_attempts, x.injected);
 }
 
 }  // namespace asyncrl

@@ -33,16 +33,18 @@ namespace asyncrl {
 /// call re-sent after its worker died, a damaged checkpoint's step passed again after a
 /// restart) counts again.
 struct fault_counts {
-  int64_t rollouter_kills = 0;      // the controller: kill_rollouter_every_steps
-  int64_t reward_worker_kills = 0;  // the Reward: kill_reward_worker_every, console kills
-  int64_t reward_throws = 0;        // the Reward: reward_throw_every
-  int64_t reward_hangs = 0;         // the Reward: reward_hang_every, the console's hang
-  int64_t sync_drops = 0;           // a rollouter: sync_drop_every
-  int64_t sync_delays = 0;          // a rollouter: sync_delay_every, the console's delay-sync
-  int64_t trainer_crashes = 0;      // the controller (the step report): crash_trainer_at_step
-  int64_t checkpoints_damaged = 0;  // the controller: corrupt_checkpoint_at_step
-  int64_t checkpoints_skipped = 0;  // the train command: damaged ones passed over at a (re)start
-  int64_t trainer_rank_kills = 0;   // the train command: data-parallel ranks that died by SIGKILL
+  int64_t rollouter_kills = 0;       // the controller: kill_rollouter_every_steps
+  int64_t reward_worker_kills = 0;   // the Reward: kill_reward_worker_every, console kills
+  int64_t reward_throws = 0;         // the Reward: reward_throw_every
+  int64_t reward_hangs = 0;          // the Reward: reward_hang_every, the console's hang
+  int64_t sync_drops = 0;            // a rollouter: sync_drop_every
+  int64_t sync_delays = 0;           // a rollouter: sync_delay_every, the console's delay-sync
+  int64_t trainer_crashes = 0;       // the controller (the step report): crash_trainer_at_step
+  int64_t checkpoints_damaged = 0;   // the controller: corrupt_checkpoint_at_step
+  int64_t checkpoints_skipped = 0;   // the train command: damaged ones passed over at a (re)start
+  int64_t trainer_rank_kills = 0;    // the train command: data-parallel ranks that died by SIGKILL
+  int64_t env_faults = 0;            // a rollouter's environment pool: env_fault_every
+  int64_t env_faults_recovered = 0;  // of those, calls whose replay succeeded (or were cut)
 
   fault_counts& operator+=(const fault_counts& o) {
     rollouter_kills += o.rollouter_kills;
@@ -55,6 +57,8 @@ struct fault_counts {
     checkpoints_damaged += o.checkpoints_damaged;
     checkpoints_skipped += o.checkpoints_skipped;
     trainer_rank_kills += o.trainer_rank_kills;
+    env_faults += o.env_faults;
+    env_faults_recovered += o.env_faults_recovered;
     return *this;
   }
 };
@@ -164,10 +168,13 @@ struct rollout_counts {
   int64_t interruptions = 0;
   fault_counts faults;  // injected into this incarnation: sync_drops, sync_delays
   // Multi-turn episodes: model turns handed to the environment, the environment's tokens
-  // appended, and observations cut to env.max_observation_tokens.
+  // appended, observations cut to env.max_observation_tokens, attempts that failed and were
+  // replayed, and calls that failed after env.max_retries replays (their episodes end, scored 0).
   int64_t env_calls = 0;
   int64_t env_tokens = 0;
   int64_t observations_cut = 0;
+  int64_t env_retries = 0;
+  int64_t env_failures = 0;
 };
 
 struct reward_counts {
@@ -208,7 +215,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fault_counts& x) {
   return f(caf::meta::type_name("fault_counts"), x.rollouter_kills, x.reward_worker_kills,
            x.reward_throws, x.reward_hangs, x.sync_drops, x.sync_delays, x.trainer_crashes,
-           x.checkpoints_damaged, x.checkpoints_skipped, x.trainer_rank_kills);
+           x.checkpoints_damaged, x.checkpoints_skipped, x.trainer_rank_kills, x.env_faults,
+           x.env_faults_recovered);
 }
 
 // Log-probs, reward and advantage cross nodes as raw bits (messages/float_bits.hpp).
@@ -303,7 +311,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollout_counts& x) {
   return f(caf::meta::type_name("rollout_counts"), x.worker, x.groups_completed,
            x.groups_unfinished, x.tokens_generated, x.interruptions, x.faults, x.env_calls,
-           x.env_tokens, x.observations_cut);
+           x.env_tokens, x.observations_cut, x.env_retries, x.env_failures);
 }
 
 template <class Inspector>

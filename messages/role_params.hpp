@@ -43,6 +43,7 @@ struct rollouter_params {
   int64_t sync_drop_every = 0;
   int64_t sync_delay_every = 0;
   int64_t sync_delay_ms = 0;
+  int64_t env_fault_every = 0;  // every n-th call to this rollouter's environment pool fails once
 };
 
 /// The device of rollouter `worker`: rollout.devices[worker mod n], else rollout.device.
@@ -88,7 +89,7 @@ typename Inspector::result_type inspect(Inspector& f, rollouter_params& x) {
   return f(caf::meta::type_name("rollouter_params"), x.device, x.dtype, x.group_size, x.temperature,
            x.top_k, x.top_p, x.max_new_tokens, x.max_prompt_length, x.max_batch, x.chunk_tokens,
            x.partial_rollout, x.seed, x.workload, x.slow_ms, x.sync_drop_every, x.sync_delay_every,
-           x.sync_delay_ms, x.devices, x.max_turns, x.max_episode_tokens, x.env);
+           x.sync_delay_ms, x.devices, x.max_turns, x.max_episode_tokens, x.env, x.env_fault_every);
 }
 
 template <class Inspector>

@@ -4,7 +4,8 @@
 # completion. It must end with the same weights (params_sha256) as an uninterrupted run, a
 # ledger without lost or duplicated schedule positions, and metrics.jsonl steps 1..N once each.
 #
-# usage: kill9_loop.sh ASYNCRL CONFIG WORK_DIR [SEED] [KILLS] [STEPS]
+# usage: kill9_loop.sh ASYNCRL CONFIG WORK_DIR [SEED] [KILLS] [STEPS] [OVERRIDES...]
+#   OVERRIDES: key=value for both runs (tests/kill9_tools.sh passes its warm-started model)
 # Local only (no network); every process it starts is killed on exit; each command is bounded.
 set -euo pipefail
 
@@ -14,10 +15,11 @@ WORK=${3:?work dir}
 SEED=${4:-20240611}
 KILLS=${5:-10}
 STEPS=${6:-120}
+shift $(( $# < 6 ? $# : 6 ))
 RANDOM=$SEED
 
 ARGS=(trainer.total_steps="$STEPS" checkpoint.every_steps=2 checkpoint.keep=3
-      runtime.log_level=warn)
+      runtime.log_level=warn "$@")
 REF=$WORK/reference
 RUN=$WORK/killed
 pid=""

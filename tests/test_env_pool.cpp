@@ -138,3 +138,70 @@ TEST(EnvPool, MoreFailuresThanTheRateAllowsEndTheRunLoudly) {
   EXPECT_TRUE(is(over.error, errc::env_failed)) << to_string(over.error);
   EXPECT_NE(to_string(over.error).find("env.max_failure_rate"), std::string::npos);
 }
+
+namespace {
+
+env_pool_args faulty_calculator(int64_t every, int64_t max_retries) {
+  env_pool_args a;
+  a.env.kind = env_kind::calculator;
+  a.env.timeout_ms = 1;  // a hang's attempt is seen this much later
+  a.env.max_retries = max_retries;
+  a.env.max_failure_rate = 1.0;
+  a.env.max_observation_tokens = 8;
+  a.fault_every = every;
+  return a;
+}
+
+}  // namespace
+
+// faults.env_fault_every. Catches: a fault on the wrong call (every n-th, counted from 1), a
+// kind out of its turn (hang, crash, garbage, flood), a failed attempt that is not counted (the
+// rollouter's env_retries and the chaos round's recovery read it), a replay allowed past
+// env.max_retries, and a flood that is not over the observation cap.
+TEST(EnvPool, InjectedFaultsHitEveryNthCallInTurn) {
+  caf::actor_system sys{config()};
+  caf::scoped_actor self{sys};
+  auto pool = spawn_env_pool(sys, faulty_calculator(2, 1));
+  std::vector<env_answer> got;
+  for (int32_t i = 1; i <= 10; ++i) {
+    auto r = ask(self, pool, call(static_cast<uint64_t>(i), 1, "<<6*7>>", {}));
+    ASSERT_TRUE(r.answer) << sys.render(r.error);
+    got.push_back(*r.answer);
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto& a = got[i];
+    SCOPED_TRACE("call " + std::to_string(i + 1));
+    EXPECT_EQ(a.injected, i % 2 == 1);
+    EXPECT_FALSE(a.failed);
+    ASSERT_EQ(a.observations.size(), 1u);
+    const int kind = static_cast<int>(i / 2) % 4;  // of the injected calls: 0 hang .. 3 flood
+    if (!a.injected) {
+      EXPECT_EQ(a.failed_attempts, 0);
+      EXPECT_EQ(a.observations[0], "42\n");
+    } else if (kind == 3) {
+      EXPECT_EQ(a.failed_attempts, 0);  // a flood is an answer, cut by the rollouter
+      EXPECT_GT(a.observations[0].size(), 4u * 8u);
+      EXPECT_NE(a.observations[0].find("flood"), std::string::npos);
+    } else {
+      EXPECT_EQ(a.failed_attempts, 1);  // the injected attempt, then the real answer
+      EXPECT_EQ(a.observations[0], "42\n");
+      if (kind == 0) EXPECT_GE(a.latency_ms, 1.0);  // the hang's timeout passed first
+    }
+  }
+  self->send_exit(pool, caf::exit_reason::user_shutdown);
+}
+
+// With no replay allowed the injected failure is the call's outcome: the episode ends as failed.
+TEST(EnvPool, AnInjectedFaultWithoutReplaysFailsTheCall) {
+  caf::actor_system sys{config()};
+  caf::scoped_actor self{sys};
+  auto pool = spawn_env_pool(sys, faulty_calculator(1, 0));
+  auto r = ask(self, pool, call(1, 1, "<<6*7>>", {}));
+  ASSERT_TRUE(r.answer) << sys.render(r.error);
+  EXPECT_TRUE(r.answer->injected);
+  EXPECT_TRUE(r.answer->failed);
+  EXPECT_TRUE(r.answer->done);
+  EXPECT_TRUE(r.answer->observations.empty());
+  EXPECT_NE(r.answer->error.find("injected hang"), std::string::npos) << r.answer->error;
+  self->send_exit(pool, caf::exit_reason::user_shutdown);
+}

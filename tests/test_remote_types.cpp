@@ -354,6 +354,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
     ws.rollouter.partial_rollout = true;
     ws.rollouter.workload.median = 77;
     ws.rollouter.sync_delay_ms = 5;
+    ws.rollouter.env_fault_every = 7;
     ws.node.rollouters = 3;
     ws.node.affinity = cpu_affinity::roles;
     ws.node.chat_template = chat_format::qwen;
@@ -376,7 +377,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(trainer_status{trainer_phase::interrupted, 1LL << 40});
   s.type(sync_status{sync_activity::syncing, (1LL << 41) + 5});
   s.type(env_call{(1ULL << 50) + 3, 4, "<<12*3>>", "12*3+1=?\n", "37", {"<<1+1>>", "x"}});
-  s.type(env_answer{{"36\n", "\xe2\x88\x9a"}, true, true, -0.5, true, "timed out", 12.5, 3});
+  s.type(env_answer{{"36\n", "\xe2\x88\x9a"}, true, true, -0.5, true, "timed out", 12.5, 3, true});
 
   // Messages of the interfaces that cross nodes (messages/interfaces.hpp), atoms included.
   s.message(join_atom::value, join_request{"h", 1, 2, local});

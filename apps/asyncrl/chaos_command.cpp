@@ -40,13 +40,14 @@ enum class fault {
   slow_rollouter,
   trainer_crash,
   corrupt_checkpoint,
-  trainer_rank_kill
+  trainer_rank_kill,
+  env_fault
 };
-constexpr fault all_faults[] = {fault::rollouter_kill,     fault::reward_worker_kill,
-                                fault::reward_throw,       fault::reward_hang,
-                                fault::sync_drop,          fault::sync_delay,
-                                fault::slow_rollouter,     fault::trainer_crash,
-                                fault::corrupt_checkpoint, fault::trainer_rank_kill};
+constexpr fault all_faults[] = {
+    fault::rollouter_kill,    fault::reward_worker_kill, fault::reward_throw,
+    fault::reward_hang,       fault::sync_drop,          fault::sync_delay,
+    fault::slow_rollouter,    fault::trainer_crash,      fault::corrupt_checkpoint,
+    fault::trainer_rank_kill, fault::env_fault};
 
 inline constexpr enum_name<fault> fault_names[] = {
     {fault::rollouter_kill, "rollouter_kill"},
@@ -58,7 +59,8 @@ inline constexpr enum_name<fault> fault_names[] = {
     {fault::slow_rollouter, "slow_rollouter"},
     {fault::trainer_crash, "trainer_crash"},
     {fault::corrupt_checkpoint, "corrupt_checkpoint"},
-    {fault::trainer_rank_kill, "trainer_rank_kill"}};
+    {fault::trainer_rank_kill, "trainer_rank_kill"},
+    {fault::env_fault, "env_fault"}};
 constexpr const auto& enum_names(fault) {
   return fault_names;
 }
@@ -151,7 +153,8 @@ int64_t kill_every(int64_t R, bool all) {
 // The overrides that inject `f` repeatedly, scaled to the run: T steps, a checkpoint every E,
 // R responses scored. The checkpoint faults need two checkpoints before the crash: c = the
 // checkpoint at about T/2.
-std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, int64_t R, bool all) {
+std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, int64_t R, bool all,
+                                       const env_section& env) {
   const int64_t c = std::max<int64_t>(2 * E, (T / 2 / E) * E);
   switch (f) {
     case fault::rollouter_kill:
@@ -190,6 +193,18 @@ std::vector<std::string> overrides_for(fault f, int64_t T, int64_t E, int64_t R,
       if (all) return {};
       return {"trainer.data_parallel=2", "supervision.trainer_failure=restart",
               kv("faults.kill_trainer_rank_at_step", c - E / 2)};
+    case fault::env_fault: {
+      // Episodes need an environment: a config without one gets the calculator, which answers
+      // a turn without a <<call>> as the episode's end (one call per response at least). A hang
+      // is seen after env.timeout_ms: at most 1 s here, so that hangs fit a short round.
+      std::vector<std::string> o{kv("faults.env_fault_every", all ? 7 : 3),
+                                 kv("env.timeout_ms", std::min<int64_t>(env.timeout_ms, 1000))};
+      if (env.kind == env_kind::none) {
+        o.push_back("env.kind=calculator");
+        o.push_back("rollout.max_turns=2");
+      }
+      return o;
+    }
   }
   return {};
 }
@@ -236,7 +251,7 @@ std::vector<round_spec> series(const run_config& cfg) {
         std::to_string(E) + " and " + std::to_string(T) + ")");
   std::vector<round_spec> out;
   for (auto f : all_faults) {
-    round_spec r{to_string(f), {f}, overrides_for(f, T, E, R, false)};
+    round_spec r{to_string(f), {f}, overrides_for(f, T, E, R, false, cfg.env)};
     r.restarts_needed = restarts_needed(f, cfg, false);
     set_budget(r, cfg);
     out.push_back(std::move(r));
@@ -245,7 +260,7 @@ std::vector<round_spec> series(const run_config& cfg) {
   for (auto f : all_faults) {
     if (f == fault::trainer_rank_kill) continue;  // its own round only (overrides_for)
     all.faults.push_back(f);
-    for (auto& o : overrides_for(f, T, E, R, true))
+    for (auto& o : overrides_for(f, T, E, R, true, cfg.env))
       all.overrides.push_back(o);
     all.restarts_needed += restarts_needed(f, cfg, true);
   }
@@ -285,7 +300,8 @@ inline constexpr enum_name<fault> injected_keys[] = {
     {fault::sync_delay, "sync_delays"},
     {fault::trainer_crash, "trainer_crashes"},
     {fault::corrupt_checkpoint, "checkpoints_damaged"},
-    {fault::trainer_rank_kill, "trainer_rank_kills"}};
+    {fault::trainer_rank_kill, "trainer_rank_kills"},
+    {fault::env_fault, "env_faults"}};
 
 const char* injected_key(fault f) {
   for (const auto& k : injected_keys)
@@ -331,6 +347,10 @@ fault_count count_fault(fault f, const json& s, bool completed) {
     // Recovered: the run restarted from its checkpoint with new ranks.
     case fault::trainer_rank_kill:
       c.recovered = num(s, "trainer_restarts");
+      break;
+    // Recovered: the call's replay answered, or the flood was cut; not when its replays ran out.
+    case fault::env_fault:
+      c.recovered = num(s, "faults", "env_faults_recovered");
       break;
   }
   return c;

@@ -183,6 +183,19 @@ void add_run_commands(CLI::App& app, cli_args& a) {
   a.simulate_cmd->add_flag("--per-step", a.per_step, "also print every simulated step");
 }
 
+// An enum option spelled as in configs (enum_names.hpp: one table for both).
+template <class E>
+CLI::Option* add_enum_option(CLI::App* app, const std::string& flag, E& into,
+                             const std::string& help) {
+  std::vector<std::string> names;
+  for (const auto& n : enum_names(E{}))
+    names.emplace_back(n.name);
+  return app
+      ->add_option_function<std::string>(
+          flag, [&into](const std::string& s) { into = *parse_enum<E>(s); }, help)
+      ->check(CLI::IsMember(names));
+}
+
 void add_eval(CLI::App& app, cli_args& a) {
   auto& ev = a.eval;
   auto* eval = a.eval_cmd =
@@ -194,6 +207,19 @@ void add_eval(CLI::App& app, cli_args& a) {
       ->capture_default_str();
   eval->add_option("--batch", ev.batch, "KV-cache slots")->check(CLI::PositiveNumber);
   add_sampling_options(eval, ev.sampling, ev.seed, ev.max_new_tokens);
+  add_enum_option(eval, "--tool", ev.tool, "the tool answering model turns: none or calculator");
+  eval->add_option("--max-turns", ev.max_turns,
+                   "model turns per episode (with --tool; --max-new-tokens is per turn)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  eval->add_option("--max-episode-tokens", ev.max_episode_tokens,
+                   "model and tool tokens per episode; 0 = --max-new-tokens")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_flag("--tool-off", ev.tool_off,
+                 "the tool answers every call 'error: tool unavailable' (accuracy without it)");
+  eval->add_option("--responses", ev.responses_path,
+                   "write the greedy responses as JSONL (question, ground_truth, response, "
+                   "reward, turns)");
 }
 
 void add_generate(CLI::App& app, cli_args& a) {

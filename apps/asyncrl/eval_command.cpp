@@ -1,5 +1,10 @@
 #include "apps/asyncrl/eval_command.hpp"
 
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
 #include "apps/asyncrl/reports.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/task/dataset.hpp"
@@ -19,9 +24,36 @@ int run_eval_command(const eval_command& c) {
   eo.batch = c.batch;
   eo.sampling = c.sampling;
   eo.seed = c.seed;
+  if (c.tool == env_kind::external)
+    throw std::invalid_argument(
+        "eval: --tool external is not evaluated here; evaluate inside a run (eval.env)");
+  if (c.max_turns > 1 && c.tool != env_kind::calculator)
+    throw std::invalid_argument("eval: --max-turns " + std::to_string(c.max_turns) +
+                                " needs --tool calculator (nothing answers the model's turns)");
+  eo.env = c.tool;
+  eo.max_turns = c.max_turns;
+  eo.max_episode_tokens = c.max_episode_tokens;
+  eo.tool = !c.tool_off;
+  eo.keep_responses = !c.responses_path.empty();
+  std::ofstream out;
+  if (eo.keep_responses) {  // opened first: a bad path fails before the model runs
+    out.open(c.responses_path);
+    if (!out) throw std::runtime_error("eval: cannot write " + c.responses_path);
+  }
   // The model directory's chat template (data.chat_template=auto), its default system prompt.
   auto r =
       evaluate(b.model.ptr(), tok, make_prompt_format(tok, chat_format::auto_detect, ""), data, eo);
+  for (const auto& x : r.responses) {
+    const auto& ex = data[static_cast<size_t>(x.question)];
+    nlohmann::ordered_json j{{"question", ex.question},
+                             {"ground_truth", ex.ground_truth},
+                             {"response", x.text},
+                             {"reward", x.reward},
+                             {"turns", x.turns}};
+    out << j.dump() << "\n";
+  }
+  if (out.is_open() && !out.flush())
+    throw std::runtime_error("eval: writing " + c.responses_path + " failed");
   print_line(eval_line(c.model.model_dir, c.data_path, r, c.samples, c.sampling.temperature));
   return 0;
 }

@@ -1,13 +1,15 @@
 #pragma once
 
 // `asyncrl eval`: accuracy of a model directory on a JSONL file, greedy pass@1 and, with
-// --samples N, mean@N of sampled responses. Prints one JSON line.
+// --samples N, mean@N of sampled responses. Prints one JSON line; --responses FILE keeps the
+// greedy responses for inspection.
 
 #include <cstdint>
 #include <string>
 
 #include "apps/asyncrl/model_options.hpp"
 #include "runtime/generation/generator.hpp"
+#include "runtime/tools/env_section.hpp"
 
 namespace asyncrl {
 
@@ -19,6 +21,12 @@ struct eval_command {
   int64_t batch = 128;
   sampling_params sampling;
   uint64_t seed = 1;
+  // Episodes with the built-in calculator (docs/episodes.md); 1 turn = single responses.
+  env_kind tool = env_kind::none;
+  int64_t max_turns = 1;
+  int64_t max_episode_tokens = 0;  // 0 = max_new_tokens
+  bool tool_off = false;           // every call answered "error: tool unavailable"
+  std::string responses_path;      // JSONL of the greedy responses; empty = none
 };
 
 /// Returns the exit code; throws on bad input.

@@ -312,7 +312,7 @@ int run_repl_command(const repl_options& opt) {
   } else {
     try {
       auto hp = split_host_port(opt.attach);
-      where = {hp.first, hp.second, cluster.tls.enabled()};
+      where = {hp.first, hp.second, cluster.tls.enabled(), {}};
     } catch (const std::invalid_argument& e) {
       throw config_error("repl --attach '" + opt.attach +
                          "': neither a run directory nor HOST:PORT (" + e.what() + ")");

@@ -25,7 +25,9 @@ nlohmann::ordered_json summarize(const run_result& r) {
                           {"interruptions", c.interruptions},
                           {"env_calls", c.env_calls},
                           {"env_tokens", c.env_tokens},
-                          {"observations_cut", c.observations_cut}});
+                          {"observations_cut", c.observations_cut},
+                          {"env_retries", c.env_retries},
+                          {"env_failures", c.env_failures}});
   return {{"ok", r.ok},
           {"status", to_string(r.status)},
           {"error", r.error},
@@ -95,7 +97,9 @@ nlohmann::ordered_json summarize(const run_result& r) {
             {"trainer_crashes", r.faults.trainer_crashes},
             {"checkpoints_damaged", r.faults.checkpoints_damaged},
             {"checkpoints_skipped", r.faults.checkpoints_skipped},
-            {"trainer_rank_kills", r.faults.trainer_rank_kills}}}};
+            {"trainer_rank_kills", r.faults.trainer_rank_kills},
+            {"env_faults", r.faults.env_faults},
+            {"env_faults_recovered", r.faults.env_faults_recovered}}}};
 }
 
 nlohmann::ordered_json train_summary(const run_result& r, const train_outcome& o) {

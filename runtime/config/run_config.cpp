@@ -520,6 +520,11 @@ void bind_faults(config_schema& s, faults_section& f) {
         "cluster.weights_transport=collective: every n-th version sent over each weights link "
         "(the join's first) arrives with one byte flipped (its SHA-256, sent by CAF, is the true "
         "one): the worker must refuse it, and is dropped");
+  every("faults.env_fault_every", &f.env_fault_every,
+        "every n-th call to each rollouter's environment pool fails its first attempt, in turn "
+        "a hang (answered env.timeout_ms late), a crash, a garbage answer (each replayed, up to "
+        "env.max_retries times) and a flood (an observation 4x over env.max_observation_tokens, "
+        "cut)");
 }
 
 void bind_cluster(config_schema& s, cluster_section& c) {

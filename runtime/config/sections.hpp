@@ -195,6 +195,7 @@ struct faults_section {
   int64_t corrupt_checkpoint_at_step = 0;  // the checkpoint of this step is damaged on disk
   int64_t kill_trainer_rank_at_step = 0;   // the last data-parallel rank dies (SIGKILL) then
   int64_t corrupt_link_every = 0;          // every n-th version over each weights link is damaged
+  int64_t env_fault_every = 0;             // every n-th environment call fails once (4 kinds)
 };
 
 /// TLS for the cluster's connections: all three set, or none (docs/cluster.md).

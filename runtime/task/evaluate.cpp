@@ -35,7 +35,8 @@ struct episode_marks {
 // Runs every (question, sample) pair through one generator and returns the mean reward.
 double run_pass(std::shared_ptr<CausalLMImpl> model, const tokenizer& tok, const prompt_format& fmt,
                 const std::vector<qa_example>& data, const eval_options& opt,
-                const sampling_params& sp, int64_t samples, double* mean_tokens) {
+                const sampling_params& sp, int64_t samples, double* mean_tokens,
+                std::vector<eval_response>* kept) {
   std::vector<std::vector<int32_t>> prompts;
   int64_t longest = 0;
   for (auto& ex : data) {
@@ -107,9 +108,17 @@ double run_pass(std::shared_ptr<CausalLMImpl> model, const tokenizer& tok, const
     const auto& t = res.request.tokens;
     const auto start = marks[res.request.id].turn_start;
     std::vector<int32_t> last(t.begin() + static_cast<std::ptrdiff_t>(start), t.end());
-    correct += score_response(tok.decode(last), ex.ground_truth);
+    const double reward = score_response(tok.decode(last), ex.ground_truth);
+    correct += reward;
     tokens += static_cast<double>(t.size());
+    if (kept != nullptr)
+      kept->push_back(eval_response{static_cast<int64_t>(res.request.prompt_id), tok.decode(t),
+                                    reward, marks[res.request.id].turns});
   }
+  if (kept != nullptr)
+    std::sort(kept->begin(), kept->end(), [](const eval_response& a, const eval_response& b) {
+      return a.question < b.question;
+    });
   if (mean_tokens != nullptr) *mean_tokens = tokens / std::max<size_t>(1, results.size());
   return correct / std::max<size_t>(1, results.size());
 }
@@ -127,9 +136,10 @@ eval_result evaluate(std::shared_ptr<CausalLMImpl> model, const tokenizer& tok,
   model->eval();
   sampling_params greedy;
   greedy.temperature = 0.0;
-  r.pass1 = run_pass(model, tok, fmt, data, opt, greedy, 1, &r.mean_response_tokens);
+  r.pass1 = run_pass(model, tok, fmt, data, opt, greedy, 1, &r.mean_response_tokens,
+                     opt.keep_responses ? &r.responses : nullptr);
   if (opt.samples > 1)
-    r.mean_at_n = run_pass(model, tok, fmt, data, opt, opt.sampling, opt.samples, nullptr);
+    r.mean_at_n = run_pass(model, tok, fmt, data, opt, opt.sampling, opt.samples, nullptr, nullptr);
   model->train(was_training);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/generation/generator.hpp"
@@ -27,6 +28,15 @@ struct eval_options {
   int64_t max_turns = 1;
   int64_t max_episode_tokens = 0;  // 0 = max_new_tokens
   bool tool = true;                // false: every call is answered "error: tool unavailable"
+  bool keep_responses = false;     // fill eval_result::responses (greedy pass)
+};
+
+// One greedy response, kept for inspection (`asyncrl eval --responses FILE`).
+struct eval_response {
+  int64_t question = 0;  // index into the evaluated data
+  std::string text;      // the whole response: model turns and the tool's answers
+  double reward = 0.0;   // of the final model turn
+  int64_t turns = 0;     // model turns
 };
 
 struct eval_result {
@@ -36,6 +46,7 @@ struct eval_result {
   int64_t samples = 1;
   double mean_response_tokens = 0.0;  // of the greedy pass
   double seconds = 0.0;
+  std::vector<eval_response> responses;  // with keep_responses, in question order
 };
 
 /// Greedy-only options from the config's eval section (the run's seed for the sampled pass):

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The kill -9 loop with tool calls in flight (ctest chaos_kill9_tools): configs/chaos/tools.yaml,
+# whose episodes wait on the calculator (5 ms median latency), is killed with SIGKILL at random
+# moments and resumed, and must end bitwise equal to an uninterrupted run (tests/kill9_loop.sh
+# checks params_sha256, the ledger and the metrics). An episode waiting on its tool when the
+# process dies is in no checkpoint: its group is regenerated from the prompt on resume
+# (docs/episodes.md), and its tool calls are issued again from the regenerated turns.
+#
+# usage: kill9_tools.sh ASYNCRL WORK_DIR [SEED] [KILLS] [STEPS]
+set -euo pipefail
+BIN=${1:?asyncrl binary}
+WORK=${2:?work dir}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CFG=$ROOT/configs/chaos/tools.yaml
+mkdir -p "$WORK"
+# A warm start on tool traces (about 20 s): a model from scratch never writes a <<call>>; after
+# 60 steps its greedy episodes call the tool but its sampled ones mostly do not.
+timeout 120 "$BIN" sft -c "$CFG" sft.steps=300 sft.eval_every=1000 sft.stop_at_accuracy=0 \
+  runtime.run_dir="$WORK/sft" >"$WORK/sft.log" 2>&1 || { echo "FAIL: warm start, see $WORK/sft.log"; exit 1; }
+# The warm-started model must hold episodes of more than one turn, or this tests nothing.
+timeout 60 "$BIN" eval -m "$WORK/sft/final" -d "$WORK/sft/data/test.jsonl" --tool calculator \
+  --max-turns 4 --max-new-tokens 12 --max-episode-tokens 48 --responses "$WORK/turns.jsonl" >/dev/null
+multi=$(python3 -c 'import json,sys; print(sum(json.loads(l)["turns"] > 1 for l in open(sys.argv[1])))' "$WORK/turns.jsonl")
+[[ $multi -gt 0 ]] || { echo "FAIL: the warm-started model ends every episode in one turn"; exit 1; }
+echo "kill9_tools: warm start done; $multi of $(wc -l <"$WORK/turns.jsonl") test episodes call the tool"
+bash "$ROOT/tests/kill9_loop.sh" "$BIN" "$CFG" "$WORK/loop" "${3:-20261128}" "${4:-8}" \
+  "${5:-40}" model.path="$WORK/sft/final"
+# The training episodes (sampled) went past their first turn: the tool's answers were appended.
+python3 - "$WORK/loop/reference/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+calls = sum(r["env_calls"] for r in s["rollouters"])
+tokens = sum(r["env_tokens"] for r in s["rollouters"])
+episodes = s["groups_generated"] * 8
+print("kill9_tools: %d tool calls, %d tool tokens appended, %d episodes" % (calls, tokens, episodes))
+if tokens == 0 or calls <= episodes:
+    sys.exit("FAIL: the episodes did not go past their first turn: nothing was tested mid-tool")
+PY
