@@ -379,6 +379,12 @@ void on_child_exit(ctrl_ptr self, caf::exit_msg& em) {
   if (auto worker = st.roster.worker_of(em.source)) {
     st.roster.forget(em.source);
     st.roles.erase(it);
+    // Its environment failed more often than env.max_failure_rate allows: a restarted
+    // rollouter would meet the same environment, so the run fails now, with the pool's reason.
+    if (is(em.reason, errc::env_failed)) {
+      shutdown(self, "rollouter " + std::to_string(*worker) + ": " + why);
+      return;
+    }
     on_rollouter_crash(self, *worker, em.source, why);
     return;
   }

@@ -107,6 +107,7 @@ struct env_pool_state {
   uint64_t next_ticket = 0;
   int64_t answered = 0;
   std::deque<bool> recent;  // whether each of the latest calls failed, oldest first
+  std::string last_error;   // of the latest call with a failed attempt, for the log
 };
 
 using self_ptr = env_pool_actor::stateful_pointer<env_pool_state>;
@@ -157,6 +158,7 @@ double inject(const env_pool_args& a, const env_call& c, env_fault f, env_answer
     return late;
   }
   ++out.failed_attempts;
+  if (out.error.empty()) out.error = std::string("the environment ") + what + "; replayed";
   return late;
 }
 
@@ -182,11 +184,12 @@ void settle(self_ptr self, const env_call& c, env_answer a,
             caf::typed_response_promise<env_answer> rp, env_fault fault) {
   auto& st = self->state;
   const double late = inject(st.args, c, fault, a);
+  if ((a.failed || a.failed_attempts > 0) && !a.error.empty()) st.last_error = a.error;
   if (!record(self, a)) {
     auto why = "environment of rollouter " + std::to_string(st.args.worker) +
                ": more than env.max_failure_rate (" + std::to_string(st.args.env.max_failure_rate) +
                ") of the last " + std::to_string(st.args.env.failure_window) +
-               " calls failed; the last: " + a.error;
+               " calls failed; the last failure: " + st.last_error;
     spdlog::error("{}", why);
     rp.deliver(caf::make_error(errc::env_failed, why));
     self->quit(caf::make_error(errc::env_failed, why));

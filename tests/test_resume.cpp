@@ -317,6 +317,25 @@ TEST(Supervision, ASyncPastItsDeadlineWithoutRetriesFailsTheRun) {
   EXPECT_NE(o.result.error.find("weight sync v2"), std::string::npos) << o.result.error;
 }
 
+TEST(Supervision, AnEnvironmentFailingPastItsRateFailsTheRunWithoutRestarts) {
+  // Every environment call fails (an injected fault each, no replay allowed): the rollouter's
+  // pool ends with env_failed after its window of 8 calls. Catches a run that restarts the
+  // rollouter instead (it would meet the same environment, and fail only after
+  // supervision.max_restarts restarts) or that goes on training on zeros.
+  auto cfg = tiny_run_config(
+                 learning({"async_training.mode=periodic", "env.kind=calculator",
+                           "rollout.max_turns=2", "faults.env_fault_every=1", "env.max_retries=0",
+                           "env.timeout_ms=5", "env.failure_window=8", "env.max_failure_rate=0.5"}))
+                 ->cfg;
+  auto o = run_coordinated(cfg);
+  ASSERT_TRUE(o.finished);
+  EXPECT_FALSE(o.result.ok);
+  EXPECT_NE(o.result.error.find("env.max_failure_rate"), std::string::npos) << o.result.error;
+  // The sentence names a failure, even when the call that crossed the bound was a success.
+  EXPECT_NE(o.result.error.find("injected"), std::string::npos) << o.result.error;
+  EXPECT_EQ(o.result.rollouter_restarts, 0);
+}
+
 TEST(Supervision, TrainerCrashFailsResumablyAndTheResumeIsExact) {
   auto cfg = tiny_run_config(learning({"async_training.mode=periodic"}))->cfg;
   auto ref = run_coordinated(cfg);
