@@ -201,6 +201,7 @@ void record_turn(self_ptr self, const gen_result& r) {
 }
 
 void on_env_answer(self_ptr self, uint64_t id, env_answer& a);
+void request_work(self_ptr self);
 
 // Hands the episode's last model turn to the environment. The request waits in at_env, out of
 // the generator, until the answer comes back (in whatever state the rollouter is then).
@@ -373,6 +374,10 @@ void on_env_answer(self_ptr self, uint64_t id, env_answer& a) {
       push_progress(self);
     }
   }
+  // A group this answer completed frees capacity: ask for more, as run_chunk does after a
+  // chunk. Without it a rollouter whose episodes all ended at their environment sat idle with
+  // room for work and the run stalled (chaos_every_config, gsm8k_tiny_hf's env_fault round).
+  request_work(self);
 }
 
 void add_group(self_ptr self, prompt_task task) {
