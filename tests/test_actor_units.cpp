@@ -746,3 +746,53 @@ TEST(RollouterEpisodes, WithSyncWaitsForToolsThePauseWaitsForTheTool) {
   caf::anon_send(pool, due_atom::value, uint64_t{0});
   ASSERT_TRUE(cs.run_until([&] { return *paused; }, 0));
 }
+
+namespace {
+
+// An environment pool that ends every episode at its first turn (done, reward 1).
+env_pool_actor ending_env(test::coordinated_system& cs) {
+  return cs.track(cs.sys().spawn([](env_pool_actor::pointer self) -> env_pool_actor::behavior_type {
+    return {
+        [](env_atom, env_call&) -> caf::result<env_answer> {
+          env_answer a;
+          a.done = a.has_reward = true;
+          a.reward = 1;
+          return a;
+        },
+        [](due_atom, uint64_t) {},
+        [self](stop_atom) -> int64_t {
+          self->quit();
+          return 0;
+        },
+    };
+  }));
+}
+
+}  // namespace
+
+// Catches a rollouter that asks for work only after decode chunks: with room for one group
+// (rollout.max_batch 4 = one group of 4) and every episode ending at its environment, the group
+// completes on the environment's answers, after the last chunk; without a request then, the
+// second group the queue would grant is never asked for and the run stalls (found by
+// chaos_every_config's env_fault round on gsm8k_tiny_hf).
+TEST(RollouterEpisodes, AGroupCompletedByItsEnvironmentAsksForMoreWork) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = episode_env(/*sync_waits_for_tools=*/false);
+  auto tok = char_tokenizer::builtin();
+  std::vector<int32_t> prompt{tok.bos_id()};
+  for (auto id : tok.encode("1+2=?\n"))
+    prompt.push_back(id);
+  auto r = cs.track(spawn_rollouter(
+      cs.sys(),
+      rollouter_args{0, env, tiny_weights(env, 0, 1), fake_queue(cs, log, 2), fake_reward(cs, log),
+                     fake_controller(cs, log, prompt), ending_env(cs)}));
+  caf::anon_send(r, start_atom::value);
+  ASSERT_TRUE(cs.run_until([&] { return log->groups.size() == 2; }, 0))
+      << log->groups.size() << " group(s) generated of the 2 the queue grants";
+  for (auto& g : log->groups)
+    for (auto& s : g.samples) {
+      EXPECT_EQ(s.turns, 1);
+      EXPECT_TRUE(s.has_env_reward);
+    }
+}
