@@ -26,12 +26,12 @@ echo "kill9_tools: warm start done; $multi of $(wc -l <"$WORK/turns.jsonl") test
 bash "$ROOT/tests/kill9_loop.sh" "$BIN" "$CFG" "$WORK/loop" "${3:-20261128}" "${4:-8}" \
   "${5:-40}" model.path="$WORK/sft/final"
 # The training episodes (sampled) went past their first turn: the tool's answers were appended.
-python3 - "$WORK/loop/reference/summary.json" <<'PY'
+python3 - "$WORK/loop/reference/summary.json" "$("$BIN" config -c "$CFG" --get rollout.n)" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 calls = sum(r["env_calls"] for r in s["rollouters"])
 tokens = sum(r["env_tokens"] for r in s["rollouters"])
-episodes = s["groups_generated"] * 8
+episodes = s["groups_generated"] * int(sys.argv[2])
 print("kill9_tools: %d tool calls, %d tool tokens appended, %d episodes" % (calls, tokens, episodes))
 if tokens == 0 or calls <= episodes:
     sys.exit("FAIL: the episodes did not go past their first turn: nothing was tested mid-tool")
