@@ -7,13 +7,10 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <optional>
 
 #include "actors/errors.hpp"
-#include "runtime/common/framed_child.hpp"
-#include "runtime/common/rng.hpp"
 #include "runtime/tools/builtin_env.hpp"
-#include "runtime/tools/external_env.hpp"
+#include "runtime/tools/episode_turns.hpp"
 
 namespace asyncrl {
 
@@ -36,61 +33,14 @@ struct env_worker_state {
   env_pool_args args;
 };
 
-// Brings the worker's process to the point before `c.turn`: a process that does not hold the
-// episode (its first turn, or a fresh process after a failure) gets reset and the recorded
-// earlier turns again. Returns the failed call's result, or nullopt when ready.
-std::optional<env_result> bring_up(external_env& env, const env_call& c, uint64_t seed) {
-  if (env.knows(c.episode)) return std::nullopt;
-  auto r = env.reset(c.episode, c.task, c.ground_truth, mix64(seed ^ c.episode));
-  if (r.outcome != env_outcome::ok) return r;
-  for (size_t i = 0; i < c.earlier.size(); ++i) {
-    r = env.step(c.episode, static_cast<int32_t>(i + 1), c.earlier[i]);
-    if (r.outcome != env_outcome::ok) return r;
-  }
-  return std::nullopt;
-}
-
-// One model turn through the external environment, replayed on a fresh process after each
-// failure, env.max_retries times at most.
-env_answer external_turn(external_env& env, const env_pool_args& a, const env_call& c) {
-  env_answer out;
-  for (int64_t attempt = 0;; ++attempt) {
-    auto failed = bring_up(env, c, a.seed);
-    if (!failed) {
-      auto r = env.step(c.episode, c.turn, c.text);
-      if (r.outcome == env_outcome::ok) {
-        out.observations = {std::move(r.observation)};
-        out.done = r.done;
-        out.has_reward = r.has_reward;
-        out.reward = r.reward;
-        if (r.done) env.close(c.episode);
-        return out;
-      }
-      failed = std::move(r);
-    }
-    out.error = std::string(to_string(failed->outcome)) + ": " + failed->error;
-    if (attempt >= a.env.max_retries || env.gave_up()) {
-      out.failed = out.done = true;
-      if (env.gave_up()) out.error += " (" + env.give_up_reason() + ")";
-      return out;
-    }
-    ++out.failed_attempts;
-    spdlog::warn("environment: episode {} turn {} failed ({}); replaying it on a fresh process",
-                 c.episode, c.turn, out.error);
-  }
-}
-
 env_worker_actor::behavior_type env_worker_fn(
     env_worker_actor::stateful_pointer<env_worker_state> self, env_pool_args args) {
-  external_env_options o;
-  o.command = split_command(args.env.command);
-  o.socket = args.env.socket;
-  o.timeout_s = static_cast<double>(args.env.timeout_ms) / 1000.0;
-  self->state.env = std::make_unique<external_env>(std::move(o));
+  self->state.env = std::make_unique<external_env>(external_env_options_from(args.env));
   self->state.args = std::move(args);
   return {
       [self](env_atom, env_call& c) -> env_answer {
-        return external_turn(*self->state.env, self->state.args, c);
+        const auto& a = self->state.args;
+        return external_answer(*self->state.env, c, a.seed, a.env.max_retries);
       },
   };
 }
@@ -111,15 +61,6 @@ struct env_pool_state {
 };
 
 using self_ptr = env_pool_actor::stateful_pointer<env_pool_state>;
-
-// The calculator's answer to one model turn (in-process: it cannot fail).
-env_answer calculator_answer(const env_pool_args& a, const env_call& c) {
-  env_answer out;
-  auto step = calculator_turn(a.format, c.text);
-  out.observations = std::move(step.observations);
-  out.done = step.done;
-  return out;
-}
 
 env_fault next_fault(env_pool_state& st) {
   if (st.args.fault_every <= 0 || ++st.calls % st.args.fault_every != 0) return env_fault::none;
@@ -221,7 +162,7 @@ env_pool_actor::behavior_type env_pool_fn(self_ptr self, env_pool_args args) {
         auto rp = self->make_response_promise<env_answer>();
         const auto fault = next_fault(st);
         if (st.workers.empty()) {
-          settle(self, c, calculator_answer(st.args, c), rp, fault);
+          settle(self, c, calculator_answer(st.args.format, c.text), rp, fault);
           return rp;
         }
         auto& w = st.workers[c.episode % st.workers.size()];

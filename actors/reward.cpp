@@ -22,6 +22,7 @@
 #include "runtime/common/restart_budget.hpp"
 #include "runtime/task/external_scorer.hpp"
 #include "runtime/task/reward.hpp"
+#include "runtime/tools/episode_turns.hpp"
 #include "runtime/train/advantages.hpp"
 
 namespace asyncrl {
@@ -307,26 +308,6 @@ std::vector<int32_t> final_model_turn(const scored_sample& s) {
   return {s.response.begin() + static_cast<std::ptrdiff_t>(start), s.response.end()};
 }
 
-// An episode's reward from the scorer's and the environment's (env.reward); an episode whose
-// environment failed scores 0.
-void combine_env_reward(scored_sample& s, env_reward_source source) {
-  if (s.env_failed) {
-    s.reward = 0;
-    return;
-  }
-  const double env = s.has_env_reward ? s.env_reward : 0.0;
-  switch (source) {
-    case env_reward_source::scorer:
-      break;
-    case env_reward_source::env:
-      s.reward = env;
-      break;
-    case env_reward_source::sum:
-      s.reward += env;
-      break;
-  }
-}
-
 void finish_group(reward_ptr self, uint64_t id) {
   auto& st = self->state;
   auto it = st.pending.find(id);
@@ -335,7 +316,9 @@ void finish_group(reward_ptr self, uint64_t id) {
   st.pending.erase(it);
   const auto& rp = st.args.env->params.reward;
   for (auto& s : g.samples)
-    if (!s.loss_mask.empty()) combine_env_reward(s, rp.env_reward);
+    if (!s.loss_mask.empty())  // an episode: env.reward says which rewards count
+      s.reward =
+          episode_reward(rp.env_reward, s.reward, s.has_env_reward, s.env_reward, s.env_failed);
   g.filtered = !assign_advantages(g, rp.adv_estimator, rp.filter_groups);
   ++st.counts.forwarded;
   self->send(st.args.queue, put_atom::value, std::move(g));

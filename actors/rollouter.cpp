@@ -16,7 +16,7 @@
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/scheduling/workload.hpp"
-#include "runtime/text/chat_template.hpp"
+#include "runtime/tools/episode_turns.hpp"
 
 namespace asyncrl {
 
@@ -292,36 +292,24 @@ bool append_observation(self_ptr self, gen_request& req, episode& ep,
                         const std::vector<std::string>& observations) {
   auto& st = self->state;
   const auto& rp = st.args.env->params.rollouter;
-  const auto format = st.args.env->prompt.chat;
-  std::string text;
-  if (format == chat_format::none) {
-    for (const auto& o : observations)
-      text += o;
-  } else {
-    text = render_tool_responses(format, observations);
-  }
-  auto ids = st.args.env->tokenizer->encode(text);
-  if (static_cast<int64_t>(ids.size()) > rp.env.max_observation_tokens) {
-    ids.resize(static_cast<size_t>(rp.env.max_observation_tokens));
-    ++st.observations_cut;
-  }
-  const auto room = rp.max_episode_tokens - static_cast<int64_t>(req.tokens.size());
-  const bool fits = static_cast<int64_t>(ids.size()) < room;
-  if (!fits) ids.resize(static_cast<size_t>(std::max<int64_t>(0, room)));
+  auto obs = observation_tokens(*st.args.env->tokenizer, st.args.env->prompt.chat, observations,
+                                rp.env.max_observation_tokens,
+                                rp.max_episode_tokens - static_cast<int64_t>(req.tokens.size()));
+  st.observations_cut += obs.cut;
   // The environment's tokens carry no log-prob of their own and the version of the model
   // token before them, so the staleness bound and the per-token versions see model tokens only.
   const int64_t version = req.versions.empty() ? st.gen->version() : req.versions.back();
-  for (auto t : ids) {
+  for (auto t : obs.ids) {
     req.tokens.push_back(t);
     req.logprobs.push_back(0.f);
     req.versions.push_back(version);
     ep.mask.push_back(0);
   }
-  st.env_tokens += static_cast<int64_t>(ids.size());
+  st.env_tokens += static_cast<int64_t>(obs.ids.size());
   ep.turn_start = req.tokens.size();
   req.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(
       static_cast<int64_t>(req.tokens.size()) + rp.max_new_tokens, rp.max_episode_tokens));
-  return fits;
+  return obs.fits;
 }
 
 // The environment answered request `id`'s model turn: the episode ends, or continues with the

@@ -6,6 +6,7 @@ call answered "error: tool unavailable").
 
     bench/tools_accuracy.py --model DIR [--bin build/asyncrl] [--seeds 1 2 3]
                             [--modes fully_async periodic] [--out bench/results] [--set K=V ...]
+                            [--keep DIR]
 
 --model: `asyncrl sft -c configs/tools_demo.yaml` output (its final/ directory). The seed is
 runtime.seed of the RL run (its sampling and data order), not of the warm start, which is shared.
@@ -44,9 +45,12 @@ def main():
     p.add_argument("--out", default="bench/results")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per run")
     p.add_argument("--set", action="append", default=[], help="KEY=VALUE for every run")
+    p.add_argument("--keep", help="keep the runs (their final models) in this directory")
     args = p.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tools_accuracy.") as root:
+    with tempfile.TemporaryDirectory(prefix="tools_accuracy.") as tmp:
+        root = args.keep or tmp
+        os.makedirs(root, exist_ok=True)
         data = os.path.join(root, "data")
         subprocess.run([args.bin, "data", "-c", "configs/tools_demo.yaml", "-o", data] + args.set,
                        check=True, capture_output=True, timeout=600)

@@ -1,43 +1,14 @@
 #pragma once
 
 // What a rollouter and its environment pool (actors/env_pool.hpp) exchange for one turn of a
-// multi-turn episode (docs/episodes.md). Plain data with an `inspect()` each. Torch-free.
+// multi-turn episode (docs/episodes.md): the plain data of runtime/tools/env_turn.hpp, with an
+// `inspect()` each. Torch-free.
 
 #include <caf/meta/type_name.hpp>
 
-#include <cstdint>
-#include <string>
-#include <vector>
+#include "runtime/tools/env_turn.hpp"
 
 namespace asyncrl {
-
-/// A model turn handed to the environment. It carries the episode's earlier turns, so that an
-/// environment that lost its state (a restarted process) can be brought back to this point by
-/// replaying them: the answer depends on the episode's record only, never on which process
-/// serves it, and a resumed run re-issues the same calls.
-struct env_call {
-  uint64_t episode = 0;  // the response's uid
-  int32_t turn = 0;      // 1-based: the model turn just finished
-  std::string text;      // that turn, decoded, end-of-turn token excluded
-  std::string task;      // the question (the prompt before the chat template)
-  std::string ground_truth;
-  std::vector<std::string> earlier;  // model turns 1..turn-1, for a replay
-};
-
-/// The environment's answer to one model turn.
-struct env_answer {
-  // One per tool call of the turn (an external environment answers one), appended to the
-  // context in the model's chat format unless done.
-  std::vector<std::string> observations;
-  bool done = false;        // the episode ends with this turn
-  bool has_reward = false;  // the environment scored the episode (on its last step)
-  double reward = 0;
-  bool failed = false;          // the environment failed this call after env.max_retries replays
-  std::string error;            // why, when failed
-  double latency_ms = 0;        // the injected tool latency of this call (env.latency_median_ms)
-  int32_t failed_attempts = 0;  // attempts that failed before this answer (each replayed)
-  bool injected = false;        // faults.env_fault_every hit this call (counted by the rollouter)
-};
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, env_call& x) {

@@ -23,6 +23,16 @@ timeout 60 "$BIN" eval -m "$WORK/sft/final" -d "$WORK/sft/data/test.jsonl" --too
 multi=$(python3 -c 'import json,sys; print(sum(json.loads(l)["turns"] > 1 for l in open(sys.argv[1])))' "$WORK/turns.jsonl")
 [[ $multi -gt 0 ]] || { echo "FAIL: the warm-started model ends every episode in one turn"; exit 1; }
 echo "kill9_tools: warm start done; $multi of $(wc -l <"$WORK/turns.jsonl") test episodes call the tool"
+# The same episodes through an external environment, the reference calculator of
+# examples/env/ (docs/env-protocol.md): every response, turn count and (scorer) reward must
+# equal the built-in calculator's (evaluation runs external episodes turn by turn, as training).
+timeout 120 "$BIN" eval -m "$WORK/sft/final" -d "$WORK/sft/data/test.jsonl" --tool external \
+  --env-command "/usr/bin/python3 $ROOT/examples/env/reference_env.py" \
+  --max-turns 4 --max-new-tokens 12 --max-episode-tokens 48 --responses "$WORK/turns_ext.jsonl" >/dev/null
+cmp -s "$WORK/turns.jsonl" "$WORK/turns_ext.jsonl" || {
+  echo "FAIL: the reference environment's episodes differ from the calculator's:"
+  diff "$WORK/turns.jsonl" "$WORK/turns_ext.jsonl" | head -5; exit 1; }
+echo "kill9_tools: the reference environment's $(wc -l <"$WORK/turns_ext.jsonl") episodes equal the calculator's"
 bash "$ROOT/tests/kill9_loop.sh" "$BIN" "$CFG" "$WORK/loop" "${3:-20261128}" "${4:-8}" \
   "${5:-40}" model.path="$WORK/sft/final"
 # The training episodes (sampled) went past their first turn: the tool's answers were appended.

@@ -489,5 +489,5 @@ TEST(Config, EpisodeKeysAreCheckedTogether) {
       "c.yaml", {});
   EXPECT_EQ(lc->cfg.eval.max_turns, 3);
   EXPECT_EQ(lc->cfg.eval.max_episode_tokens, 90);
-  EXPECT_EQ(lc->cfg.eval.env, env_kind::calculator);
+  EXPECT_EQ(lc->cfg.eval.env.kind, env_kind::calculator);
 }

@@ -207,7 +207,17 @@ void add_eval(CLI::App& app, cli_args& a) {
       ->capture_default_str();
   eval->add_option("--batch", ev.batch, "KV-cache slots")->check(CLI::PositiveNumber);
   add_sampling_options(eval, ev.sampling, ev.seed, ev.max_new_tokens);
-  add_enum_option(eval, "--tool", ev.tool, "the tool answering model turns: none or calculator");
+  add_enum_option(eval, "--tool", ev.env.kind,
+                  "what answers model turns: none, calculator or external (docs/env-protocol.md)");
+  eval->add_option("--env-command", ev.env.command,
+                   "--tool external: the environment's command line (split on whitespace)");
+  eval->add_option("--env-socket", ev.env.socket,
+                   "--tool external: or the Unix socket of an environment server");
+  add_enum_option(eval, "--env-reward", ev.env.reward,
+                  "what scores an episode: scorer (the final model turn), env or sum");
+  eval->add_option("--env-timeout-ms", ev.env.timeout_ms, "--tool external: per call")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   eval->add_option("--max-turns", ev.max_turns,
                    "model turns per episode (with --tool; --max-new-tokens is per turn)")
       ->check(CLI::PositiveNumber)

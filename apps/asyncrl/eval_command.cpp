@@ -24,13 +24,17 @@ int run_eval_command(const eval_command& c) {
   eo.batch = c.batch;
   eo.sampling = c.sampling;
   eo.seed = c.seed;
-  if (c.tool == env_kind::external)
-    throw std::invalid_argument(
-        "eval: --tool external is not evaluated here; evaluate inside a run (eval.env)");
-  if (c.max_turns > 1 && c.tool != env_kind::calculator)
+  const bool external = c.env.kind == env_kind::external;
+  if (external && c.env.command.empty() == c.env.socket.empty())
+    throw std::invalid_argument("eval: --tool external needs --env-command or --env-socket");
+  if (!external && !(c.env.command.empty() && c.env.socket.empty()))
+    throw std::invalid_argument("eval: --env-command and --env-socket need --tool external");
+  if (c.max_turns > 1 && c.env.kind == env_kind::none)
     throw std::invalid_argument("eval: --max-turns " + std::to_string(c.max_turns) +
-                                " needs --tool calculator (nothing answers the model's turns)");
-  eo.env = c.tool;
+                                " needs --tool (nothing answers the model's turns)");
+  if (c.tool_off && c.env.kind != env_kind::calculator)
+    throw std::invalid_argument("eval: --tool-off applies to --tool calculator");
+  eo.env = c.env;
   eo.max_turns = c.max_turns;
   eo.max_episode_tokens = c.max_episode_tokens;
   eo.tool = !c.tool_off;

@@ -21,8 +21,9 @@ struct eval_command {
   int64_t batch = 128;
   sampling_params sampling;
   uint64_t seed = 1;
-  // Episodes with the built-in calculator (docs/episodes.md); 1 turn = single responses.
-  env_kind tool = env_kind::none;
+  // Episodes (docs/episodes.md): --tool (env.kind: none, calculator or external), and for an
+  // external environment --env-command or --env-socket, --env-reward, --env-timeout-ms.
+  env_section env;
   int64_t max_turns = 1;
   int64_t max_episode_tokens = 0;  // 0 = max_new_tokens
   bool tool_off = false;           // every call answered "error: tool unavailable"

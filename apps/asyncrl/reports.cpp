@@ -187,6 +187,10 @@ nlohmann::ordered_json eval_line(const std::string& model_dir, const std::string
     j["temperature"] = temperature;
   }
   j["mean_response_tokens"] = r.mean_response_tokens;
+  if (r.env_calls > 0) {
+    j["env_calls"] = r.env_calls;
+    j["env_failures"] = r.env_failures;
+  }
   j["seconds"] = r.seconds;
   return j;
 }

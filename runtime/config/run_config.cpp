@@ -741,7 +741,7 @@ void cross_check(const loaded_config& lc) {
 void resolve_defaults(loaded_config& lc) {
   auto& c = lc.cfg;
   // Evaluation runs the episodes training runs, unless told otherwise.
-  c.eval.env = c.env.kind;
+  c.eval.env = c.env;
   if (c.eval.max_turns == 0) c.eval.max_turns = c.rollout.max_turns;
   if (c.eval.max_episode_tokens == 0)
     c.eval.max_episode_tokens =

@@ -52,12 +52,12 @@ struct eval_section {
   int64_t max_new_tokens = 48;
   int64_t batch = 128;
   int64_t every_steps = 0;  // train: greedy eval on the test split every n steps; 0 = off
-  // Multi-turn episodes with the built-in calculator (env.kind=calculator): evaluated as
-  // episodes, each model turn up to max_new_tokens. 0 = rollout.max_turns / max_episode_tokens.
+  // Multi-turn episodes (env.kind not none): evaluated as the episodes training runs, each model
+  // turn up to max_new_tokens. 0 = rollout.max_turns / max_episode_tokens.
   int64_t max_turns = 0;
   int64_t max_episode_tokens = 0;
-  bool tool = true;               // false: every tool call is answered "error: tool unavailable"
-  env_kind env = env_kind::none;  // env.kind, resolved when the config loads (not a key)
+  bool tool = true;  // false: every tool call is answered "error: tool unavailable"
+  env_section env;   // the env section, copied when the config loads (not a key)
 };
 
 }  // namespace asyncrl
