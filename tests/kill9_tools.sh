@@ -46,3 +46,26 @@ print("kill9_tools: %d tool calls, %d tool tokens appended, %d episodes" % (call
 if tokens == 0 or calls <= episodes:
     sys.exit("FAIL: the episodes did not go past their first turn: nothing was tested mid-tool")
 PY
+# A short run whose episodes go to an external environment (the reference calculator process,
+# one per environment worker): its turns go past the first, no call fails, and the run's
+# evaluations (before and after) ran their episodes through the environment as well.
+timeout 180 "$BIN" train -c "$CFG" model.path="$WORK/sft/final" runtime.run_dir="$WORK/external" \
+  trainer.total_steps=6 env.kind=external env.latency_median_ms=0 runtime.eval_before=true \
+  runtime.eval_after=true \
+  env.command="/usr/bin/python3 $ROOT/examples/env/reference_env.py" >"$WORK/external.log" 2>&1 ||
+  { echo "FAIL: the run with an external environment, see $WORK/external.log"; exit 1; }
+python3 - "$WORK/external/summary.json" "$("$BIN" config -c "$CFG" --get rollout.n)" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+calls = sum(r["env_calls"] for r in s["rollouters"])
+failures = sum(r["env_failures"] for r in s["rollouters"])
+episodes = s["groups_generated"] * int(sys.argv[2])
+print("kill9_tools: external environment: %d calls for %d episodes, %d failed, eval %s -> %s" %
+      (calls, episodes, failures, s.get("initial_eval_accuracy"), s.get("final_eval_accuracy")))
+if calls <= episodes or failures:
+    sys.exit("FAIL: the external environment's episodes did not go past one turn, or calls failed")
+if s.get("initial_eval_accuracy") is None or s.get("final_eval_accuracy") is None:
+    sys.exit("FAIL: the run's evaluations did not run")
+if s["groups_generated"] != s["groups_trained"] + s["groups_dropped"] + s["groups_in_flight"]:
+    sys.exit("FAIL: the ledger lost groups")
+PY
