@@ -46,6 +46,23 @@ print("kill9_tools: %d tool calls, %d tool tokens appended, %d episodes" % (call
 if tokens == 0 or calls <= episodes:
     sys.exit("FAIL: the episodes did not go past their first turn: nothing was tested mid-tool")
 PY
+# Theorem 1 with episodes: the same run in sync mode (one rollouter's whole batch, then the
+# update) ends with the weights of the periodic reference, whose two rollouters stream episodes
+# that wait on the tool with a log-normal latency, so they finish in another order.
+timeout 300 "$BIN" train -c "$CFG" trainer.total_steps="${5:-40}" runtime.log_level=warn \
+  model.path="$WORK/sft/final" async_training.mode=sync runtime.run_dir="$WORK/sync" \
+  >"$WORK/sync.log" 2>&1 || { echo "FAIL: the sync run, see $WORK/sync.log"; exit 1; }
+python3 - "$WORK/loop/reference/summary.json" "$WORK/sync/summary.json" <<'PY'
+import json, sys
+p, s = (json.load(open(f)) for f in sys.argv[1:3])
+print("kill9_tools: periodic %s, sync %s (%d and %d deliveries to the trainer)" %
+      (p["params_sha256"][:16], s["params_sha256"][:16], p["trainer"]["deliveries"],
+       s["trainer"]["deliveries"]))
+if p["params_sha256"] != s["params_sha256"]:
+    sys.exit("FAIL: periodic and sync ended with different weights (Theorem 1, with episodes)")
+if p["trainer"]["deliveries"] <= s["trainer"]["deliveries"]:
+    sys.exit("FAIL: periodic did not stream: nothing was compared")
+PY
 # A short run whose episodes go to an external environment (the reference calculator process,
 # one per environment worker): its turns go past the first, no call fails, and the run's
 # evaluations (before and after) ran their episodes through the environment as well.
