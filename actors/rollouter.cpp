@@ -193,11 +193,8 @@ void record_turn(self_ptr self, const gen_result& r) {
   auto& ep = st.episodes[r.request.id];
   const auto& tokens = r.request.tokens;
   ep.mask.resize(tokens.size(), 1);
-  size_t end = tokens.size();
-  if (end > ep.turn_start && tokens[end - 1] == st.args.env->prompt.stop_id) --end;
-  std::vector<int32_t> turn(tokens.begin() + static_cast<std::ptrdiff_t>(ep.turn_start),
-                            tokens.begin() + static_cast<std::ptrdiff_t>(end));
-  ep.turns.push_back(st.args.env->tokenizer->decode(turn));
+  ep.turns.push_back(
+      model_turn_text(*st.args.env->tokenizer, tokens, ep.turn_start, st.args.env->prompt.stop_id));
 }
 
 void on_env_answer(self_ptr self, uint64_t id, env_answer& a);
@@ -328,7 +325,6 @@ void on_env_answer(self_ptr self, uint64_t id, env_answer& a) {
     st.faults.env_faults_recovered += !a.failed;
     push_progress(self);  // counted now: this incarnation may be killed before its stop
   }
-  bool over = a.failed || a.done;
   if (a.failed) {
     ep.env_failed = true;
     spdlog::warn("rollouter {}: episode {} ends: its environment failed: {}", st.args.worker, id,
@@ -338,12 +334,12 @@ void on_env_answer(self_ptr self, uint64_t id, env_answer& a) {
     ep.has_env_reward = true;
     ep.env_reward = a.reward;
   }
-  // The turn or token budget is spent: the environment's answer is not appended.
+  // Done, failed, or the turn or token budget spent: the environment's answer is not appended.
   const auto& rp = st.args.env->params.rollouter;
-  if (static_cast<int64_t>(ep.turns.size()) >= rp.max_turns ||
-      static_cast<int64_t>(req.tokens.size()) >= rp.max_episode_tokens)
-    over = true;
-  if (!over) over = !append_observation(self, req, ep, a.observations);
+  const bool over =
+      episode_ends(a, static_cast<int64_t>(ep.turns.size()),
+                   static_cast<int64_t>(req.tokens.size()), rp.max_turns, rp.max_episode_tokens) ||
+      !append_observation(self, req, ep, a.observations);
   if (over) {
     gen_result g;
     g.request = std::move(req);

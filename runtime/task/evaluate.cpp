@@ -80,11 +80,7 @@ bool next_turn(pass_env& env, const tokenizer& tok, const prompt_format& fmt,
                const eval_options& opt, int64_t budget, int64_t max_seq_len, const qa_example& ex,
                gen_request& req, episode_marks& m) {
   auto& t = req.tokens;
-  size_t end = t.size();
-  if (end > m.turn_start && t[end - 1] == fmt.stop_id) --end;
-  m.turns.push_back(
-      tok.decode(std::vector<int32_t>(t.begin() + static_cast<std::ptrdiff_t>(m.turn_start),
-                                      t.begin() + static_cast<std::ptrdiff_t>(end))));
+  m.turns.push_back(model_turn_text(tok, t, m.turn_start, fmt.stop_id));
   env_call c;
   c.episode = req.id;
   c.turn = static_cast<int32_t>(m.turns.size());
@@ -98,8 +94,8 @@ bool next_turn(pass_env& env, const tokenizer& tok, const prompt_format& fmt,
     m.has_env_reward = true;
     m.env_reward = a.reward;
   }
-  if (a.failed || a.done || static_cast<int64_t>(m.turns.size()) >= opt.max_turns ||
-      static_cast<int64_t>(t.size()) >= budget)
+  if (episode_ends(a, static_cast<int64_t>(m.turns.size()), static_cast<int64_t>(t.size()),
+                   opt.max_turns, budget))
     return false;
   auto obs = observation_tokens(tok, fmt.chat, a.observations, opt.env.max_observation_tokens,
                                 budget - static_cast<int64_t>(t.size()));

@@ -77,6 +77,19 @@ env_answer external_answer(external_env& env, const env_call& c, uint64_t seed,
   }
 }
 
+std::string model_turn_text(const tokenizer& tok, const std::vector<int32_t>& tokens,
+                            size_t turn_start, int32_t stop_id) {
+  size_t end = tokens.size();
+  if (end > turn_start && tokens[end - 1] == stop_id) --end;
+  return tok.decode(std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(turn_start),
+                                         tokens.begin() + static_cast<std::ptrdiff_t>(end)));
+}
+
+bool episode_ends(const env_answer& a, int64_t turns, int64_t tokens, int64_t max_turns,
+                  int64_t max_tokens) {
+  return a.failed || a.done || turns >= max_turns || tokens >= max_tokens;
+}
+
 observation_ids observation_tokens(const tokenizer& tok, chat_format format,
                                    const std::vector<std::string>& observations,
                                    int64_t max_observation_tokens, int64_t room) {

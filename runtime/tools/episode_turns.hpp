@@ -33,6 +33,17 @@ env_answer calculator_answer(chat_format format, const std::string& text, bool t
 env_answer external_answer(external_env& env, const env_call& c, uint64_t seed,
                            int64_t max_retries);
 
+/// The text of the model turn that just ended: tokens[turn_start, end), decoded, without its
+/// stop token (what the environment is handed).
+std::string model_turn_text(const tokenizer& tok, const std::vector<int32_t>& tokens,
+                            size_t turn_start, int32_t stop_id);
+
+/// Whether an episode ends with the environment's answer to its latest model turn: the call
+/// failed, the environment said done, or `turns` model turns or `tokens` tokens have reached
+/// max_turns / max_tokens (the answer is then not appended).
+bool episode_ends(const env_answer& a, int64_t turns, int64_t tokens, int64_t max_turns,
+                  int64_t max_tokens);
+
 /// The environment's turn as tokens, ready to append to an episode of `room` tokens left.
 struct observation_ids {
   std::vector<int32_t> ids;  // cut to max_observation_tokens, then to the room left
