@@ -316,7 +316,8 @@ void spawn_roles(ctrl_ptr self) {
   queue_args qa{env, me, {}, 0};
   if (restore) {
     qa.restored = std::move(restore->queued);
-    qa.accepted_before = restore->trainer.counts.received;
+    // Filtered groups gave their AReaL capacity back (admission_control::on_filtered).
+    qa.accepted_before = restore->trainer.counts.received - restore->trainer.counts.filtered;
   }
   st.queue = spawn_message_queue(sys, std::move(qa));
   st.reward = spawn_reward(sys, reward_args{env, st.queue});

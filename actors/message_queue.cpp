@@ -215,6 +215,15 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         serve_credits(self);  // a new trainer version can raise AReaL's capacity
         return promise;
       },
+      [self](refill_atom, int64_t filtered, int64_t replace) {
+        // The trainer consumed filtered groups: their AReaL capacity back, and as many more
+        // admissions beyond the window as it wants replacements (algorithm.refill).
+        auto& st = self->state;
+        if (st.stopped) return;
+        st.adm->on_filtered(filtered, replace);
+        st.counters.refilled += replace;
+        serve_credits(self);
+      },
       [self](synced_atom, int64_t version) {
         auto& st = self->state;
         st.counters.published_version = version;

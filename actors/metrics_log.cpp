@@ -37,6 +37,9 @@ std::string metrics_line(const step_report& r, double wall, int64_t tokens_gener
       {"max_partial_span", r.max_partial_span},
       {"dropped_groups", dropped},
       {"filtered_groups", r.filtered_groups},
+      {"groups_trained", r.groups_trained},
+      {"refilled_groups", r.refilled_groups},
+      {"refill_exhausted", r.refill_exhausted},
       {"reward_failures", r.reward_failures}};
   for_each_field(u, [&](const char* name, const auto& v) { j[name] = v; });
   j.update(nlohmann::ordered_json{{"sync_time_ms", r.sync_time_ms},

@@ -34,7 +34,8 @@ struct step_acc {
   int64_t samples = 0, correct = 0, stale = 0, partial = 0, failures = 0;
   int64_t max_span = 0;
   int64_t filtered = 0, groups = 0;
-  int64_t response_tokens = 0;  // of non-filtered groups: 0 means nothing to train on
+  bool refill_exhausted = false;  // a filtered group found algorithm.max_refill_rounds spent
+  int64_t response_tokens = 0;    // of non-filtered groups: 0 means nothing to train on
   double idle_ms = 0;
   double first_group_ms = -1, last_group_ms = -1;  // arrivals, ms after the step began
   double first_train_ms = -1;                      // the first forward/backward began
@@ -60,6 +61,10 @@ struct trainer_state {
   std::vector<const scored_sample*> pending;
   bool queue_drained = false;  // the last delivery left no group ready in the queue
   int64_t step = 0, groups_in_step = 0, steps_in_sync = 0;
+  // Dynamic sampling with refill: replacements asked for the open step's filtered groups (the
+  // step closes at groups_per_step + refills_in_step groups), and in sync the window's refills
+  // and deliveries (its last pulls fetch exactly the refills still owed).
+  int64_t refills_in_step = 0, window_refills = 0, window_delivered = 0;
   int64_t prox_version = 0;      // the weights in the old/proximal model
   int64_t delivered = 0;         // groups received from the queue, all of them
   double eval_time_s = 0;        // spent in eval.every_steps evaluations
@@ -115,6 +120,7 @@ void finish_stop(trainer_ptr self) {
   c.held += st.groups_in_step;
   c.trained -= std::min<int64_t>(c.trained, st.groups_in_step - st.acc.filtered);
   c.filtered -= st.acc.filtered;
+  c.refilled -= st.refills_in_step;
   c.version = st.pt->version();
   st.stop.deliver(c);
   self->quit();
@@ -184,6 +190,11 @@ void train_pending(trainer_state& st, bool closing = false) {
   st.pending.clear();
 }
 
+// The open step holds its groups: groups_per_step, plus one per refill asked for it.
+bool step_full(const trainer_state& st) {
+  return st.groups_in_step == st.plan.groups_per_step + st.refills_in_step;
+}
+
 // Streams one group into the current step: one micro-batch per chunk of the group.
 void consume(trainer_ptr self, const scored_group& g) {
   auto& st = self->state;
@@ -206,6 +217,22 @@ void consume(trainer_ptr self, const scored_group& g) {
   if (g.filtered) {
     ++st.counts.filtered;
     ++st.acc.filtered;
+    // DAPO's dynamic sampling: one more group from the prompt stream takes this one's place,
+    // while the step's refill budget lasts. The queue admits it beyond the window, and gets the
+    // filtered group's eta capacity back either way; the message reaches it before this
+    // trainer's next pull (same sender).
+    int64_t replace = 0;
+    if (plan.refill_budget > 0) {
+      if (st.refills_in_step < plan.refill_budget) {
+        replace = 1;
+        ++st.refills_in_step;
+        ++st.window_refills;
+        ++st.counts.refilled;
+      } else {
+        st.acc.refill_exhausted = true;
+      }
+    }
+    self->send(st.args.queue, refill_atom::value, int64_t{1}, replace);
     return;
   }
   const int64_t v = st.pt->version();
@@ -252,7 +279,7 @@ void consume(trainer_ptr self, const scored_group& g) {
     return;
   }
   // The step's last group: its last non-empty chunk is the step's last micro-batch.
-  const bool closing = st.groups_in_step == st.plan.groups_per_step;
+  const bool closing = step_full(st);
   std::vector<std::vector<const scored_sample*>> mbs;
   for (size_t i = 0; i < g.samples.size(); i += micro) {
     std::vector<const scored_sample*> mb;
@@ -286,6 +313,7 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
   c.counts.received -= st.groups_in_step;
   c.counts.trained -= st.groups_in_step - st.acc.filtered;
   c.counts.filtered -= st.acc.filtered;
+  c.counts.refilled -= st.refills_in_step;
   // The buffered groups go back to the queue (c.held); `received` never counted them, since a
   // group counts when a step consumes it.
   c.counts.held = 0;
@@ -364,6 +392,14 @@ void do_step(trainer_ptr self) {
   r.max_partial_span = st.acc.max_span;
   r.groups_trained = st.acc.groups - st.acc.filtered;
   r.filtered_groups = st.acc.filtered;
+  r.refilled_groups = st.refills_in_step;
+  r.refill_exhausted = st.acc.refill_exhausted;
+  if (st.acc.refill_exhausted)
+    spdlog::warn(
+        "trainer: step {}: algorithm.max_refill_rounds={} spent ({} refills): {} of {} groups "
+        "have a signal",
+        st.step, st.args.env->params.trainer.schedule.max_refill_rounds, st.refills_in_step,
+        r.groups_trained, plan.groups_per_step);
   r.reward_failures = st.acc.failures;
   r.step_ms = ms_between(st.step_start, now);
   r.trainer_idle_ms = st.acc.idle_ms;
@@ -389,6 +425,7 @@ void do_step(trainer_ptr self) {
   st.acc = step_acc{};
   st.step_start = clock::now();  // the next step's time excludes this step's evaluation
   st.groups_in_step = 0;
+  st.refills_in_step = 0;
   // Counted by the controller from the report just sent (trainer_crash_due).
   if (trainer_crash_due(st.args.env->params.trainer, st.step, st.resumed))
     throw std::runtime_error("injected fault: trainer crash after step " + std::to_string(st.step));
@@ -400,6 +437,7 @@ void do_step(trainer_ptr self) {
   // >=: a live change of trigger_parameter_sync_step may leave the window past its new end.
   if (++st.steps_in_sync >= plan.steps_per_sync) {
     st.steps_in_sync = 0;
+    st.window_refills = st.window_delivered = 0;
     publish(self);
   }
   const bool due = st.next_checkpoint > 0 && st.step >= st.next_checkpoint;
@@ -418,11 +456,10 @@ bool gathering(trainer_ptr self) {
 
 void process_buffer(trainer_ptr self) {
   auto& st = self->state;
-  const auto per_step = st.plan.groups_per_step;
   while (!st.buffer.empty() && !finished(st) && !gathering(self)) {
     consume(self, st.buffer.front());
     st.buffer.pop_front();
-    if (st.groups_in_step == per_step) do_step(self);
+    if (step_full(st)) do_step(self);
   }
   // Work-conserving unaligned micro-batches: nothing more is ready, so waiting for the open
   // micro-batch to fill would only idle the trainer (at the start of a periodic step it would
@@ -467,10 +504,11 @@ void pull_next(trainer_ptr self) {
   if (finished(st) || st.pulling) return;
   if (st.pending_live && st.groups_in_step == 0 && st.buffer.empty()) adopt_live(self);
   const auto& plan = st.plan;
-  int64_t min = 1, max = plan.groups_per_step - st.groups_in_step;
+  int64_t min = 1, max = plan.groups_per_step + st.refills_in_step - st.groups_in_step;
   if (plan.wait_for_batch) {
-    // sync: the whole batch must be generated and scored before training starts.
-    min = max = plan.groups_per_sync;
+    // sync: the whole batch must be generated and scored before training starts; then the
+    // refills its filtered groups asked for, all of them at once.
+    min = max = plan.groups_per_sync + st.window_refills - st.window_delivered;
   } else if (gathering(self)) {
     min = max =
         plan.steps_per_update * plan.groups_per_step - static_cast<int64_t>(st.buffer.size());
@@ -492,6 +530,7 @@ void pull_next(trainer_ptr self) {
             st.last_queue = d.stats;
             st.queue_drained = d.stats.depth == 0;
             st.delivered += static_cast<int64_t>(d.groups.size());
+            st.window_delivered += static_cast<int64_t>(d.groups.size());
             if (st.stop.armed()) {  // delivered after the stop: held, never trained
               for (auto& g : d.groups)
                 st.buffer.push_back(std::move(g));

@@ -42,6 +42,7 @@ queue_actor fake_queue(caf::actor_system& sys) {
         [](abandon_atom, int32_t, int64_t) {},
         [](put_atom, scored_group&) {},
         [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
+        [](refill_atom, int64_t, int64_t) {},
         [](synced_atom, int64_t) {},
         [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
         [](snapshot_atom) -> delivery { return {}; },

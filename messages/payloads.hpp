@@ -89,6 +89,7 @@ struct queue_stats {
   int64_t abandoned = 0;      // admitted but never finished (rollouter stopped)
   int64_t lost = 0;           // admitted to a rollouter that crashed: regenerated elsewhere
   int64_t restored = 0;       // put back from a checkpoint at resume
+  int64_t refilled = 0;       // admitted beyond the window in place of filtered groups
   int64_t admitted_in_window = 0;
   int64_t window_budget = 0;
   int64_t carried = 0;
@@ -137,6 +138,10 @@ struct step_report {
   int64_t max_partial_span = 0;
   int64_t groups_trained = 0;
   int64_t filtered_groups = 0;
+  // algorithm.refill: groups asked for in place of this step's filtered ones, and whether
+  // algorithm.max_refill_rounds ran out before the step had its groups with a signal.
+  int64_t refilled_groups = 0;
+  bool refill_exhausted = false;
   int64_t reward_failures = 0;
   double step_ms = 0;          // since the previous step ended
   double trainer_idle_ms = 0;  // of that, waiting for samples
@@ -207,6 +212,7 @@ struct trainer_counts {
   int64_t steps = 0;
   int64_t skipped_steps = 0;
   int64_t version = 0;
+  int64_t refilled = 0;  // refills asked for filtered groups (algorithm.refill)
 };
 
 // inspect() --------------------------------------------------------------------------------
@@ -274,10 +280,10 @@ typename Inspector::result_type inspect(Inspector& f, rollout_progress& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
   return f(caf::meta::type_name("queue_stats"), x.depth, x.running, x.received, x.delivered,
-           x.dropped_stale, x.regenerated, x.abandoned, x.lost, x.restored, x.admitted_in_window,
-           x.window_budget, x.carried, x.capacity, x.published_version, x.max_delivered_staleness,
-           x.credit_requests_waiting, x.pull_waiting_min, x.admission_limit, x.held,
-           x.window_granted, x.window_carried);
+           x.dropped_stale, x.regenerated, x.abandoned, x.lost, x.restored, x.refilled,
+           x.admitted_in_window, x.window_budget, x.carried, x.capacity, x.published_version,
+           x.max_delivered_staleness, x.credit_requests_waiting, x.pull_waiting_min,
+           x.admission_limit, x.held, x.window_granted, x.window_carried);
 }
 
 template <class Inspector>
@@ -301,10 +307,10 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.policy_version, x.update, x.reward_mean,
            x.accuracy, x.samples, x.stale_samples, x.partial_ratio, x.max_partial_span,
-           x.groups_trained, x.filtered_groups, x.reward_failures, x.step_ms, x.trainer_idle_ms,
-           x.first_group_ms, x.last_group_ms, x.first_train_ms, x.sync_time_ms, x.sync_bytes,
-           x.params_checksum, x.queue, x.prox_version, x.out_of_order_groups, x.eval_accuracy,
-           x.eval_time_s, x.group_ids);
+           x.groups_trained, x.filtered_groups, x.refilled_groups, x.refill_exhausted,
+           x.reward_failures, x.step_ms, x.trainer_idle_ms, x.first_group_ms, x.last_group_ms,
+           x.first_train_ms, x.sync_time_ms, x.sync_bytes, x.params_checksum, x.queue,
+           x.prox_version, x.out_of_order_groups, x.eval_accuracy, x.eval_time_s, x.group_ids);
 }
 
 template <class Inspector>
@@ -325,7 +331,7 @@ typename Inspector::result_type inspect(Inspector& f, reward_counts& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_counts& x) {
   return f(caf::meta::type_name("trainer_counts"), x.deliveries, x.received, x.trained, x.filtered,
-           x.held, x.steps, x.skipped_steps, x.version);
+           x.held, x.steps, x.skipped_steps, x.version, x.refilled);
 }
 
 }  // namespace asyncrl

@@ -104,6 +104,7 @@ CAF_ADD_ATOM(asyncrl, asyncrl, activity_atom, "activity")
 CAF_ADD_ATOM(asyncrl, asyncrl, link_atom, "link")
 CAF_ADD_ATOM(asyncrl, asyncrl, env_atom, "env")
 CAF_ADD_ATOM(asyncrl, asyncrl, due_atom, "due")
+CAF_ADD_ATOM(asyncrl, asyncrl, refill_atom, "refill")
 
 namespace asyncrl {
 

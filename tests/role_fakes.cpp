@@ -87,6 +87,9 @@ queue_actor::behavior_type hooked_queue(queue_actor::pointer self,
         if (h->pull) return h->pull(self, version, min, max);
         return delivery{};
       },
+      [h](refill_atom, int64_t filtered, int64_t replace) {
+        if (h->refill) h->refill(filtered, replace);
+      },
       [h](synced_atom, int64_t version) {
         if (h->synced) h->synced(version);
       },

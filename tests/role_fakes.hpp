@@ -48,6 +48,7 @@ struct queue_hooks {
                                       int64_t max)>
       pull;
   std::function<void(int64_t version)> synced;
+  std::function<void(int64_t filtered, int64_t replace)> refill;
 };
 
 /// A queue that only calls its hooks (stats and stop answer empty counters). Tracked by `cs`.

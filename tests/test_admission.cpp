@@ -424,3 +424,62 @@ TEST(Admission, DropStaleWithNegativeEtaKeepsEverything) {
 
 }  // namespace
 }  // namespace asyncrl
+
+namespace asyncrl {
+namespace {
+
+// algorithm.refill: a refill is admitted beyond the window's budget, exactly once per group
+// asked, and is not charged to the window (a second window would otherwise shrink by it).
+TEST(Admission, RefillAdmitsBeyondTheWindowOnce) {
+  admission_control a(make_params(4, 0.0, 4, -1, 100));
+  EXPECT_EQ(a.grant(10), 4);
+  EXPECT_EQ(a.grant(1), 0);
+  EXPECT_EQ(a.last_limit(), "window");
+  a.on_filtered(2, 2);
+  EXPECT_EQ(a.owed(), 2);
+  EXPECT_EQ(a.grant(10), 2);
+  EXPECT_EQ(a.owed(), 0);
+  EXPECT_EQ(a.grant(1), 0);
+  EXPECT_EQ(a.admitted_in_window(), 4);
+  EXPECT_THROW(a.on_filtered(-1, 0), std::invalid_argument);
+  EXPECT_THROW(a.on_filtered(1, 2), std::invalid_argument);
+}
+
+// A refill asked just before a sync is still owed after it: the step that asked waits for it
+// while the next window opens (forgetting it would deadlock the step and the sync).
+TEST(Admission, RefillOwedSurvivesASync) {
+  admission_control a(make_params(4, 0.0, 4, -1, 100));
+  EXPECT_EQ(a.grant(4), 4);
+  put(a, 4);
+  deliver(a, 4);
+  a.on_filtered(1, 1);
+  a.on_sync();
+  EXPECT_EQ(a.grant(10), 5);  // the new window's 4 and the refill
+  EXPECT_EQ(a.admitted_in_window(), 4);
+}
+
+// A filtered group gives its AReaL capacity back: with eta = 0 and B = 2, a refill of a
+// filtered group must fit, or the step that waits for it would hang.
+TEST(Admission, RefillFreesTheFilteredGroupsEtaCapacity) {
+  admission_control a(make_params(100, 0.0, 2, 0, 100));
+  EXPECT_EQ(a.grant(10), 2);  // (eta + v + 1) * B = 2
+  put(a, 2);
+  deliver(a, 2);
+  EXPECT_EQ(a.grant(1), 0);
+  EXPECT_EQ(a.last_limit(), "eta");
+  a.on_filtered(1, 1);
+  EXPECT_EQ(a.accepted(), 1);
+  EXPECT_EQ(a.grant(10), 1);
+  EXPECT_EQ(a.grant(1), 0);
+  // Without a replacement (refill off, or its rounds spent) the capacity still comes back.
+  admission_control b(make_params(100, 0.0, 2, 0, 100));
+  EXPECT_EQ(b.grant(10), 2);
+  put(b, 2);
+  deliver(b, 2);
+  b.on_filtered(1, 0);
+  EXPECT_EQ(b.owed(), 0);
+  EXPECT_EQ(b.grant(10), 1);
+}
+
+}  // namespace
+}  // namespace asyncrl

@@ -14,8 +14,8 @@ namespace asyncrl::test {
 
 /// The queue's counters, each a distinct value, the window vectors and strings non-empty.
 inline queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107,   119,  120,        108,     109,
-          110, 111, 112, 113, 114, 115, "eta", true, {116, 117}, {0, 118}};
+  return {101, 102, 103, 104, 105, 106, 107, 119,   120,  121,        108,
+          109, 110, 111, 112, 113, 114, 115, "eta", true, {116, 117}, {0, 118}};
 }
 
 /// Every field a distinct non-default value, so a field that inspect() leaves out comes back
@@ -53,6 +53,7 @@ inline step_report make_step_report(const step_report_values& v = {}) {
   r.step = 1, r.policy_version = 2, r.update = make_update_stats(), r.reward_mean = 3.5;
   r.accuracy = v.accuracy, r.samples = 5, r.stale_samples = 6, r.partial_ratio = v.partial_ratio;
   r.max_partial_span = 8, r.groups_trained = 9, r.filtered_groups = 10, r.reward_failures = 11;
+  r.refilled_groups = 22, r.refill_exhausted = true;
   r.step_ms = 12.5, r.trainer_idle_ms = 13.5, r.first_group_ms = v.first_group_ms;
   r.last_group_ms = v.last_group_ms, r.first_train_ms = v.first_train_ms, r.sync_time_ms = 14.5;
   r.sync_bytes = v.sync_bytes, r.params_checksum = v.params_checksum;

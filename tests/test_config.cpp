@@ -251,6 +251,43 @@ TEST(Config, StaleCoupledGrpoUsesTheRolloutLogprobs) {
   EXPECT_TRUE(contains(msg, "algorithm.loss=decoupled")) << msg;
 }
 
+// Rollout correction: the keys reach the trainer's parameters; a correction that cannot act
+// (the coupled loss with the rollout's log-probs as the old policy: every ratio is 1) and a
+// lower bound above the upper are refused, naming the key and its line.
+TEST(Config, RolloutCorrectionKeys) {
+  auto lc = load_config(
+      "",
+      {"algorithm.rollout_correction.is=sequence", "algorithm.rollout_correction.is_threshold=3",
+       "algorithm.rollout_correction.rs=geometric", "algorithm.rollout_correction.rs_threshold=1.5",
+       "algorithm.rollout_correction.veto_threshold=1e-4"});
+  const auto p = policy_trainer_params_from(lc->cfg).rollout_correction;
+  EXPECT_EQ(p.is, rc_is_level::sequence);
+  EXPECT_EQ(p.is_threshold, 3.0);
+  EXPECT_EQ(p.rs, rc_rs_level::geometric);
+  EXPECT_EQ(p.rs_threshold, 1.5);
+  EXPECT_DOUBLE_EQ(p.rs_lower(), 1.0 / 1.5);
+  EXPECT_EQ(p.veto_threshold, 1e-4);
+  auto msg = error_of(
+      "algorithm:\n  loss: grpo\n  rollout_correction:\n    is: token\n"
+      "async_training:\n  mode: fully_async\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:4: key 'algorithm.rollout_correction.is'")) << msg;
+  EXPECT_TRUE(contains(msg, "algorithm.loss=decoupled")) << msg;
+  // The same with an explicit use_rollout_logprobs in an on-policy mode.
+  msg = error_of("algorithm:\n  use_rollout_logprobs: true\n",
+                 {"algorithm.rollout_correction.rs=token"});
+  EXPECT_TRUE(contains(msg, "key 'algorithm.rollout_correction.rs'")) << msg;
+  // A recomputed old policy (the default on-policy) or the decoupled loss are fine.
+  EXPECT_EQ(error_of("algorithm:\n  rollout_correction:\n    is: token\n"), "");
+  EXPECT_EQ(error_of("algorithm:\n  loss: decoupled\n  rollout_correction:\n    is: token\n"
+                     "async_training:\n  mode: fully_async\n"),
+            "");
+  msg = error_of(
+      "algorithm:\n  rollout_correction:\n    rs: token\n    rs_threshold: 2\n"
+      "    rs_threshold_lower: 3\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:5: key 'algorithm.rollout_correction.rs_threshold_lower'"))
+      << msg;
+}
+
 // --- issue 10: choice keys are enums --------------------------------------------------------
 
 // Each spelling of `key`, in --describe's order, and the value it must parse to. Catches a
@@ -318,6 +355,17 @@ TEST(ConfigEnums, EveryNameRoundTrips) {
   expect_names<prox_method>(
       "algorithm.prox_logp", [](const run_config& c) { return c.algorithm.prox_logp; },
       {{"recompute", prox_method::recompute}, {"loglinear", prox_method::loglinear}});
+  expect_names<rc_is_level>("algorithm.rollout_correction.is",
+                            [](const run_config& c) { return c.algorithm.rollout_correction.is; },
+                            {{"none", rc_is_level::none},
+                             {"token", rc_is_level::token},
+                             {"sequence", rc_is_level::sequence}});
+  expect_names<rc_rs_level>("algorithm.rollout_correction.rs",
+                            [](const run_config& c) { return c.algorithm.rollout_correction.rs; },
+                            {{"none", rc_rs_level::none},
+                             {"token", rc_rs_level::token},
+                             {"sequence", rc_rs_level::sequence},
+                             {"geometric", rc_rs_level::geometric}});
   expect_names<loss_aggregation>(
       "algorithm.loss_agg", [](const run_config& c) { return c.algorithm.loss_agg; },
       {{"token-mean", loss_aggregation::token_mean}, {"seq-mean", loss_aggregation::seq_mean}});
@@ -389,6 +437,12 @@ TEST(ConfigParams, PolicyTrainerDefaultsAreTheConfigDefaults) {
   EXPECT_EQ(p.dual_clip_c, d.dual_clip_c);
   EXPECT_EQ(p.kl_coef, d.kl_coef);
   EXPECT_EQ(p.imp_weight_cap, d.imp_weight_cap);
+  EXPECT_EQ(p.rollout_correction.is, d.rollout_correction.is);
+  EXPECT_EQ(p.rollout_correction.is_threshold, d.rollout_correction.is_threshold);
+  EXPECT_EQ(p.rollout_correction.rs, d.rollout_correction.rs);
+  EXPECT_EQ(p.rollout_correction.rs_threshold, d.rollout_correction.rs_threshold);
+  EXPECT_EQ(p.rollout_correction.rs_threshold_lower, d.rollout_correction.rs_threshold_lower);
+  EXPECT_EQ(p.rollout_correction.veto_threshold, d.rollout_correction.veto_threshold);
   EXPECT_EQ(p.loss_agg, d.loss_agg);
   EXPECT_EQ(p.shared_prompt_attention, d.shared_prompt_attention);
   EXPECT_EQ(p.padding_free, d.padding_free);

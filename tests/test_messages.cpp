@@ -91,10 +91,11 @@ void expect_same(const sync_status& a, const sync_status& b) {
 
 void expect_same(const queue_stats& a, const queue_stats& b) {
   SAME(depth), SAME(running), SAME(received), SAME(delivered), SAME(dropped_stale),
-      SAME(regenerated), SAME(abandoned), SAME(lost), SAME(restored), SAME(admitted_in_window),
-      SAME(window_budget), SAME(carried), SAME(capacity), SAME(published_version),
-      SAME(max_delivered_staleness), SAME(credit_requests_waiting), SAME(pull_waiting_min),
-      SAME(admission_limit), SAME(held), SAME(window_granted), SAME(window_carried);
+      SAME(regenerated), SAME(abandoned), SAME(lost), SAME(restored), SAME(refilled),
+      SAME(admitted_in_window), SAME(window_budget), SAME(carried), SAME(capacity),
+      SAME(published_version), SAME(max_delivered_staleness), SAME(credit_requests_waiting),
+      SAME(pull_waiting_min), SAME(admission_limit), SAME(held), SAME(window_granted),
+      SAME(window_carried);
 }
 
 void expect_same(const delivery& a, const delivery& b) {
@@ -123,9 +124,10 @@ void expect_same(const update_stats& a, const update_stats& b) {
 void expect_same(const step_report& a, const step_report& b) {
   SAME(step), SAME(policy_version), SAME(reward_mean), SAME(accuracy), SAME(samples),
       SAME(stale_samples), SAME(partial_ratio), SAME(max_partial_span), SAME(groups_trained),
-      SAME(filtered_groups), SAME(reward_failures), SAME(step_ms), SAME(trainer_idle_ms),
-      SAME(sync_time_ms), SAME(sync_bytes), SAME(params_checksum), SAME(prox_version),
-      SAME(out_of_order_groups), SAME(eval_accuracy), SAME(eval_time_s), SAME(group_ids);
+      SAME(filtered_groups), SAME(refilled_groups), SAME(refill_exhausted), SAME(reward_failures),
+      SAME(step_ms), SAME(trainer_idle_ms), SAME(sync_time_ms), SAME(sync_bytes),
+      SAME(params_checksum), SAME(prox_version), SAME(out_of_order_groups), SAME(eval_accuracy),
+      SAME(eval_time_s), SAME(group_ids);
   expect_same(a.update, b.update);
   expect_same(a.queue, b.queue);
 }
@@ -145,8 +147,8 @@ void expect_same(const reward_counts& a, const reward_counts& b) {
 }
 
 void expect_same(const trainer_counts& a, const trainer_counts& b) {
-  SAME(deliveries), SAME(received), SAME(trained), SAME(filtered), SAME(held), SAME(steps),
-      SAME(skipped_steps), SAME(version);
+  SAME(deliveries), SAME(received), SAME(trained), SAME(filtered), SAME(refilled), SAME(held),
+      SAME(steps), SAME(skipped_steps), SAME(version);
 }
 
 // Bit-exact, so NaN payloads, -0 and denormals count too.
@@ -349,7 +351,7 @@ TEST_F(Messages, EveryPayloadRoundTrips) {
   reward_counts rc{81, 82, 83, 84, 85, 86, 87, 181, 182, 183, 184, 185, 186};
   rc.faults = {21, 22, 23, 24, 25, 26, 27, 28, 29};
   check(rc);
-  check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
+  check(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98, 99});
   check(make_run_result());
   check(weight_snapshot{23, make_blob()});
   check(weight_snapshot{24, make_bf16_blob()});

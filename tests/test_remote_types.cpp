@@ -327,7 +327,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(rollout_counts{2, 71, 72, 73, 74});
   s.type(std::vector<rollout_counts>{{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}});
   s.type(reward_counts{81, 82, 83, 84, 85, 86, 87, 181, 182, 183, 184, 185, 186});
-  s.type(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98});
+  s.type(trainer_counts{91, 92, 93, 94, 95, 96, 97, 98, 99});
   s.type(weight_snapshot{1LL << 36, make_blob(0.1f)}, expect_same_weights);
   s.type(make_run_result(), [](const run_result& a, const run_result& b) {
     expect_same_weights(a.final_weights, b.final_weights);

@@ -37,7 +37,8 @@ struct checkpoint_file {
 
 // 2: scored samples carry their floats as raw bits (messages/float_bits.hpp).
 // 3: reward_counts gained the external scorer's counts; 4: and the injected faults.
-constexpr uint32_t kCheckpointFormat = 4;
+// 5: trainer_counts and queue_stats gained the refills (algorithm.refill).
+constexpr uint32_t kCheckpointFormat = 5;
 
 /// A checkpoint that cannot be used: what is wrong and with which file.
 struct checkpoint_error : std::runtime_error {

@@ -13,6 +13,7 @@ schedule_params schedule_params_from(const run_config& cfg) {
   sp.train_batch_size = cfg.data.train_batch_size;
   sp.ppo_mini_batch_size = cfg.trainer.ppo_mini_batch_size;
   sp.total_steps = cfg.trainer.total_steps;
+  sp.max_refill_rounds = cfg.algorithm.refill ? cfg.algorithm.max_refill_rounds : 0;
   return sp;
 }
 
@@ -29,6 +30,7 @@ policy_trainer_params policy_trainer_params_from(const run_config& cfg) {
   p.kl_coef = al.kl_coef;
   p.imp_weight_cap = al.imp_weight_cap;
   p.loss_agg = al.loss_agg;
+  p.rollout_correction = al.rollout_correction;
   p.shared_prompt_attention = tr.shared_prompt_attention;
   p.padding_free = tr.padding_free;
   p.activation_checkpointing = tr.activation_checkpointing;

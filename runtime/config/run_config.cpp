@@ -329,6 +329,14 @@ void bind_algorithm(config_schema& s, algorithm_section& algorithm) {
              "grpo: (r - mean) / (std + 1e-6) per group; drgrpo: r - mean");
   s.add("algorithm.filter_groups", &al.filter_groups,
         "skip groups whose rewards are all equal (counted in filtered_groups)");
+  s.add("algorithm.refill", &al.refill,
+        "with filter_groups: generate a new group in place of each filtered one, so that every "
+        "step trains on ppo_mini_batch_size groups with a signal (DAPO's dynamic sampling)");
+  s.add("algorithm.max_refill_rounds", &al.max_refill_rounds,
+        "refill: at most this many batches (ppo_mini_batch_size groups each) of replacements "
+        "per step; a step that runs out trains on fewer groups, logged and marked "
+        "refill_exhausted in metrics.jsonl",
+        positive_int());
   s.add_enum("algorithm.loss", &al.loss,
              "grpo: coupled PPO clip; decoupled: AReaL's behaviour/proximal split");
   s.add_enum("algorithm.prox_logp", &al.prox_logp,
@@ -348,6 +356,28 @@ void bind_algorithm(config_schema& s, algorithm_section& algorithm) {
         "decoupled: mask tokens whose behaviour weight exceeds this; 0 = off", non_negative());
   s.add_enum("algorithm.loss_agg", &al.loss_agg,
              "token-mean over the whole batch, or the mean of per-sequence means");
+  // Rollout correction (docs/algorithms.md §18), verl's meanings; l_t = log pi_train - log
+  // pi_rollout per token with pi_train the old (grpo) or proximal (decoupled) policy.
+  auto& rc = al.rollout_correction;
+  s.add_enum("algorithm.rollout_correction.is", &rc.is,
+             "truncated importance sampling (TIS): none; token: w_t = min(exp(l_t), "
+             "is_threshold); sequence: w = min(exp(sum l_t), is_threshold) for every token of a "
+             "response. The decoupled loss's behaviour weight is this weight (none: untruncated)");
+  s.add("algorithm.rollout_correction.is_threshold", &rc.is_threshold,
+        "TIS: the upper bound on the importance weight", positive());
+  s.add_enum("algorithm.rollout_correction.rs", &rc.rs,
+             "masked importance sampling (MIS, rejection): none; token: drop tokens whose ratio "
+             "exp(l_t) is outside [rs_threshold_lower, rs_threshold]; sequence: drop responses "
+             "whose exp(sum l_t) is outside; geometric: drop responses whose exp(mean l_t) is "
+             "outside (bounds inclusive)");
+  s.add("algorithm.rollout_correction.rs_threshold", &rc.rs_threshold,
+        "MIS: the upper bound on the ratio", positive());
+  s.add("algorithm.rollout_correction.rs_threshold_lower", &rc.rs_threshold_lower,
+        "MIS: the lower bound on the ratio; 0 = 1 / rs_threshold", non_negative());
+  s.add("algorithm.rollout_correction.veto_threshold", &rc.veto_threshold,
+        "drop a whole response holding a token whose ratio exp(l_t) is below this (a token the "
+        "trainer finds far less likely than the sampler did); 0 = off",
+        non_negative());
 }
 
 void bind_trainer(config_schema& s, trainer_section& trainer) {
@@ -615,6 +645,9 @@ void cross_check(const loaded_config& lc) {
     fail("model.init.num_attention_heads", "must divide model.init.hidden_size");
   if ((c.model.init.hidden_size / c.model.init.num_attention_heads) % 2 != 0)
     fail("model.init.num_attention_heads", "head_dim must be even for rotary embeddings");
+  if (c.algorithm.refill && !c.algorithm.filter_groups)
+    fail("algorithm.refill",
+         "needs algorithm.filter_groups=true (only filtered groups are refilled)");
   const auto& at = c.async_training;
   if (at.partial_rollout && at.staleness_threshold <= 0)
     fail("async_training.partial_rollout",
@@ -758,6 +791,32 @@ void resolve_defaults(loaded_config& lc) {
   c.algorithm.use_rollout_logprobs = true;
 }
 
+// Checks on what resolve_defaults settled.
+void check_resolved(const loaded_config& lc) {
+  const auto& c = lc.cfg;
+  const auto& rc = c.algorithm.rollout_correction;
+  if (rc.rs != rc_rs_level::none && rc.rs_lower() > rc.rs_threshold)
+    throw config_error(lc.schema.origin("algorithm.rollout_correction.rs_threshold_lower").where +
+                       ": key 'algorithm.rollout_correction.rs_threshold_lower': must be <= "
+                       "algorithm.rollout_correction.rs_threshold (" +
+                       std::to_string(rc.rs_threshold) + ")");
+  // With the rollout's log-probs as the old policy the ratio is 1 on every token: a correction
+  // would silently do nothing.
+  if (rc.active() && c.algorithm.loss == loss_kind::grpo && c.algorithm.use_rollout_logprobs) {
+    const char* key = rc.is != rc_is_level::none   ? "algorithm.rollout_correction.is"
+                      : rc.rs != rc_rs_level::none ? "algorithm.rollout_correction.rs"
+                                                   : "algorithm.rollout_correction.veto_threshold";
+    throw config_error(
+        lc.schema.origin(key).where + ": key '" + key +
+        "': has nothing to correct with algorithm.use_rollout_logprobs=true (the old policy is "
+        "the rollout's, so every ratio is 1" +
+        (c.async_training.mode == async_mode::fully_async
+             ? std::string(", as async_training.mode=fully_async requires for algorithm.loss=grpo")
+             : std::string()) +
+        "); use algorithm.loss=decoupled, or a recomputed old policy");
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<loaded_config> load_config(const std::string& path,
@@ -769,6 +828,7 @@ std::unique_ptr<loaded_config> load_config(const std::string& path,
     lc->schema.apply_override(o);
   cross_check(*lc);
   resolve_defaults(*lc);
+  check_resolved(*lc);
   return lc;
 }
 
@@ -781,6 +841,7 @@ std::unique_ptr<loaded_config> load_config_text(const std::string& yaml, const s
     lc->schema.apply_override(o);
   cross_check(*lc);
   resolve_defaults(*lc);
+  check_resolved(*lc);
   return lc;
 }
 

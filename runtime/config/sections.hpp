@@ -82,7 +82,9 @@ struct reward_section {
 /// The RL objective: advantages, policy loss and the proximal policy (docs/algorithms.md §2-§8).
 struct algorithm_section {
   advantage_estimator adv_estimator = advantage_estimator::grpo;
-  bool filter_groups = false;  // skip groups whose rewards are all equal (counted)
+  bool filter_groups = false;     // skip groups whose rewards are all equal (counted)
+  bool refill = false;            // ... and generate others in their place (DAPO)
+  int64_t max_refill_rounds = 4;  // refill: at most this many batches of replacements a step
   // The objective; the defaults are the policy trainer's (policy_trainer_params.hpp).
   loss_kind loss = kPolicyTrainerDefaults.loss;
   prox_method prox_logp = kPolicyTrainerDefaults.prox_logp;                 // decoupled only
@@ -93,6 +95,7 @@ struct algorithm_section {
   double kl_coef = kPolicyTrainerDefaults.kl_coef;                // beta of the k3 KL penalty
   double imp_weight_cap = kPolicyTrainerDefaults.imp_weight_cap;  // decoupled; 0 = off
   loss_aggregation loss_agg = kPolicyTrainerDefaults.loss_agg;
+  rollout_correction_params rollout_correction = kPolicyTrainerDefaults.rollout_correction;
 };
 
 /// The optimizer and how a batch is cut into micro-batches and mini-batches.

@@ -32,13 +32,16 @@ int64_t admission_control::grant(int64_t want) {
       last_limit_ = why;
     }
   };
-  limit(window_budget() - window_admitted_, "window");
+  limit(window_budget() - window_admitted_ + owed_, "window");
   if (p_.max_staleness >= 0)
     limit((p_.max_staleness + trainer_version_ + 1) * p_.consumer_batch - (accepted_ + running_),
           "eta");
   limit(p_.capacity - (running_ + queued_), "capacity");
   running_ += n;
-  window_admitted_ += n;
+  // Refills owed go first: they are admitted beyond the window's budget.
+  const auto o = std::min(n, owed_);
+  owed_ -= o;
+  window_admitted_ += n - o;
   return n;
 }
 
@@ -81,6 +84,13 @@ void admission_control::on_dropped() {
   // A dropped group will never be trained, so it must not keep using AReaL's capacity
   // (eta + v + 1) * B: with enough drops the queue would admit nothing and the run would hang.
   --accepted_;
+}
+
+void admission_control::on_filtered(int64_t consumed, int64_t replace) {
+  if (consumed < 0 || replace < 0 || replace > consumed)
+    throw std::invalid_argument("admission: on_filtered needs 0 <= replace <= consumed");
+  accepted_ -= consumed;
+  owed_ += replace;
 }
 
 void admission_control::on_trainer_version(int64_t v) {

@@ -52,6 +52,12 @@ class admission_control {
   void on_delivered();
   /// A queued group was dropped as too stale; it no longer counts as accepted.
   void on_dropped();
+  /// The trainer consumed `consumed` filtered groups (never trained): like dropped ones, they
+  /// give their AReaL capacity back, or a run with eta whose steps are all filtered (skipped,
+  /// so v stands still) would admit nothing more. It wants `replace` groups in their place
+  /// (algorithm.refill): admitted beyond the window's budget and owed across a sync, since the
+  /// step that asked waits for them.
+  void on_filtered(int64_t consumed, int64_t replace);
   /// The trainer's policy version (AReaL's v).
   void on_trainer_version(int64_t v);
   /// New weights reached the rollouters: a new verl window starts, charged with the groups
@@ -62,6 +68,7 @@ class admission_control {
   int64_t queued() const { return queued_; }
   int64_t accepted() const { return accepted_; }
   int64_t admitted_in_window() const { return window_admitted_; }
+  int64_t owed() const { return owed_; }
   /// This window's verl budget: floor((1 + s) * k * R) - carried (at least 0).
   int64_t window_budget() const;
   int64_t carried() const { return carried_; }
@@ -71,6 +78,7 @@ class admission_control {
   admission_params p_;
   int64_t running_ = 0, queued_ = 0, accepted_ = 0;
   int64_t window_admitted_ = 0, carried_ = 0;
+  int64_t owed_ = 0;  // refills not yet admitted
   int64_t trainer_version_ = 0;
   std::string last_limit_;
 };

@@ -21,6 +21,7 @@ schedule_plan make_schedule(const schedule_params& sp) {
   }
   p.groups_per_sync = p.groups_per_step * p.steps_per_sync;
   p.total_steps = sp.total_steps;
+  p.refill_budget = sp.max_refill_rounds * p.groups_per_step;
   auto& a = p.admission;
   a.window = p.groups_per_sync;
   a.staleness_threshold = at.mode == async_mode::fully_async ? at.staleness_threshold : 0.0;

@@ -18,6 +18,7 @@ struct schedule_params {
   int64_t train_batch_size = 16;    // data.train_batch_size
   int64_t ppo_mini_batch_size = 0;  // trainer.ppo_mini_batch_size; 0 = train_batch_size
   int64_t total_steps = 20;         // trainer.total_steps
+  int64_t max_refill_rounds = 0;    // algorithm.refill: rounds; 0 = no refill
 };
 
 struct schedule_plan {
@@ -33,6 +34,9 @@ struct schedule_plan {
   int64_t steps_per_update = 1;
   bool partial_rollout = false;
   int64_t total_steps = 1;
+  // algorithm.refill: filtered groups a step may replace, max_refill_rounds batches of
+  // groups_per_step (DAPO's max_num_gen_batches - 1); 0 = off.
+  int64_t refill_budget = 0;
   admission_params admission;
 };
 

@@ -1,11 +1,14 @@
 #include "runtime/train/losses.hpp"
 
+#include "runtime/train/rollout_correction.hpp"
+
 #include <limits>
 
 #include <ATen/core/grad_mode.h>
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace asyncrl::rl {
 
@@ -132,27 +135,40 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   same_shape(in.logp, in.mask, "logp", "mask");
   same_shape(in.logp, in.advantages, "logp", "advantages");
   auto mask = in.mask.to(at::kBool);
+  const bool decoupled = cfg.loss == loss_kind::decoupled;
+  // The policy the trainer holds for the rollout's tokens: the old one (coupled) or the proximal
+  // one (decoupled). The rollout correction weighs and rejects on its ratio to the rollout's.
+  const auto& logp_train = decoupled ? in.logp_prox : in.logp_old;
+  same_shape(in.logp, logp_train, "logp", decoupled ? "logp_prox" : "logp_old");
+  if (decoupled || cfg.rc.active()) same_shape(in.logp, in.logp_behav, "logp", "logp_behav");
   loss_outputs out;
-  at::Tensor weight;  // for the metrics
-  at::Tensor kept = mask;
-  at::Tensor clipped, dual_clipped;
-  if (cfg.loss == loss_kind::grpo) {
-    same_shape(in.logp, in.logp_old, "logp", "logp_old");
-    auto s = clipped_surrogate(in.logp - in.logp_old.detach(), in.advantages, cfg.clip);
-    out.pg_per_token = s.loss;
-    clipped = s.clipped;
-    dual_clipped = s.dual_clipped;
-    // How far the generator drifted from the old policy: exp(logp_old - logp_behav).
-    weight = in.logp_behav.defined() ? at::exp(in.logp_old - in.logp_behav).detach()
-                                     : at::ones_like(in.logp).detach();
+  auto s = clipped_surrogate(in.logp - logp_train.detach(), in.advantages, cfg.clip);
+  // Per token: the raw ratio (metrics), the weight applied, the tokens kept.
+  at::Tensor weight, applied, kept = mask;
+  correction rc;
+  if (in.logp_behav.defined()) {
+    // (M, L) rows, one per response; a 1-D batch is one response.
+    auto as_rows = [](const at::Tensor& t) { return t.dim() == 2 ? t : t.reshape({1, -1}); };
+    rc = rollout_correction(as_rows(logp_train.detach() - in.logp_behav), as_rows(mask), cfg.rc);
+    for (auto* t : {&rc.log_ratio, &rc.raw, &rc.weight, &rc.truncated, &rc.keep})
+      *t = t->view(in.logp.sizes());
+    weight = at::exp(at::clamp(logp_train.detach() - in.logp_behav, -20.0, 20.0));
+    kept = rc.keep;
   } else {
-    auto d = decoupled_surrogate(in.logp, in.logp_prox, in.logp_behav, in.advantages, cfg.clip,
-                                 cfg.imp_weight_cap);
-    out.pg_per_token = d.loss;
-    clipped = d.clipped;
-    dual_clipped = d.dual_clipped;
-    weight = d.weight;
-    kept = mask.logical_and(d.kept);
+    weight = at::ones_like(in.logp).detach();
+  }
+  if (decoupled) {
+    // AReaL's behaviour weight, truncated when rollout_correction.is asks; the cap masks on
+    // the token's own weight whatever the IS level.
+    applied = rc.weight;
+    if (cfg.imp_weight_cap > 0) kept = kept.logical_and(weight <= cfg.imp_weight_cap);
+    out.pg_per_token = s.loss * (applied * kept);
+  } else if (cfg.rc.active()) {
+    applied = cfg.rc.is == rc_is_level::none ? at::ones_like(weight) : rc.weight;
+    out.pg_per_token = s.loss * (applied * kept);
+  } else {
+    applied = at::ones_like(weight);
+    out.pg_per_token = s.loss;
   }
   auto per_token = out.pg_per_token;
   if (in.logp_ref.defined()) {
@@ -165,40 +181,68 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   // All on the device, then (host_stats) one read: no host synchronisation per statistic.
   const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
   const double inf = std::numeric_limits<double>::infinity();
-  auto w = f64(weight);
-  auto kl = out.kl_per_token.defined() ? f64(out.kl_per_token.detach() * mask).sum()
-                                       : at::zeros({}, w.options());
-  out.stat_sums =
-      at::stack({f64(mask.sum()), f64(kept.sum()), f64(clipped.logical_and(kept).sum()),
-                 f64(dual_clipped.logical_and(kept).sum()), kl, at::where(mask, w, inf).min(),
-                 at::where(mask, w, -inf).max(), at::where(mask, w, 0.0).sum()});  // (8,)
+  auto w = f64(weight), a = f64(applied);
+  auto zero = at::zeros({}, w.options());
+  auto kl = out.kl_per_token.defined() ? f64(out.kl_per_token.detach() * mask).sum() : zero;
+  at::Tensor truncated = zero, rejected = zero, rc_kl = zero;
+  if (rc.log_ratio.defined()) {
+    // k3 of KL(pi_rollout || pi_train) on the rollout's samples: exp(l) - 1 - l >= 0.
+    auto l = f64(rc.log_ratio);
+    rc_kl = at::where(mask, l.exp() - 1.0 - l, 0.0).sum();
+    truncated = f64(rc.truncated.sum());
+    rejected = f64(mask.logical_and(rc.keep.logical_not()).sum());
+  }
+  std::vector<at::Tensor> slots(st_count);
+  slots[st_tokens] = f64(mask.sum());
+  slots[st_kept] = f64(kept.sum());
+  slots[st_clipped] = f64(s.clipped.logical_and(kept).sum());
+  slots[st_dual_clipped] = f64(s.dual_clipped.logical_and(kept).sum());
+  slots[st_kl] = kl;
+  slots[st_weight_min] = at::where(mask, w, inf).min();
+  slots[st_weight_max] = at::where(mask, w, -inf).max();
+  slots[st_weight_sum] = at::where(mask, w, 0.0).sum();
+  slots[st_rc_weight_sum] = at::where(kept, a, 0.0).sum();
+  slots[st_rc_weight_max] = at::where(kept, a, -inf).max();
+  slots[st_rc_truncated] = truncated;
+  slots[st_rc_rejected] = rejected;
+  slots[st_rc_kl] = rc_kl;
+  out.stat_sums = at::stack(slots);  // (st_count,)
   if (cfg.host_stats) out.stats = read_stats(out.stat_sums);
   return out;
 }
 
 loss_stats read_stats(const at::Tensor& stat_sums) {
-  require(stat_sums.numel() == 8, "stat_sums must have 8 elements");
+  require(stat_sums.numel() == st_count,
+          "stat_sums must have " + std::to_string(int64_t{st_count}) + " elements");
   const auto h = stat_sums.to(at::kCPU, at::kDouble).contiguous();
   const double* d = h.data_ptr<double>();
   loss_stats st;
-  st.tokens = d[0];
-  st.kept_tokens = d[1];
-  st.clipped = d[2];
-  st.dual_clipped = d[3];
-  st.kl_sum = d[4];
+  st.tokens = d[st_tokens];
+  st.kept_tokens = d[st_kept];
+  st.clipped = d[st_clipped];
+  st.dual_clipped = d[st_dual_clipped];
+  st.kl_sum = d[st_kl];
   if (st.tokens > 0) {
-    st.weight_min = d[5];
-    st.weight_max = d[6];
-    st.weight_sum = d[7];
+    st.weight_min = d[st_weight_min];
+    st.weight_max = d[st_weight_max];
+    st.weight_sum = d[st_weight_sum];
   }
+  if (st.kept_tokens > 0) {
+    st.rc_weight_sum = d[st_rc_weight_sum];
+    st.rc_weight_max = d[st_rc_weight_max];
+  }
+  st.rc_truncated = d[st_rc_truncated];
+  st.rc_rejected = d[st_rc_rejected];
+  st.rc_kl_sum = d[st_rc_kl];
   return st;
 }
 
 at::Tensor combine_stats(const at::Tensor& a, const at::Tensor& b) {
   if (!a.defined()) return b;
   auto out = a + b;
-  out[5] = at::minimum(a[5], b[5]);
-  out[6] = at::maximum(a[6], b[6]);
+  out[st_weight_min] = at::minimum(a[st_weight_min], b[st_weight_min]);
+  out[st_weight_max] = at::maximum(a[st_weight_max], b[st_weight_max]);
+  out[st_rc_weight_max] = at::maximum(a[st_rc_weight_max], b[st_rc_weight_max]);
   return out;
 }
 

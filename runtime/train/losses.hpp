@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include "runtime/train/rollout_correction_params.hpp"
 #include "runtime/train/train_modes.hpp"
 
 namespace asyncrl::rl {
@@ -92,6 +93,9 @@ struct loss_config {
   double kl_coef = 0.0;
   double imp_weight_cap = 0.0;
   loss_aggregation agg = loss_aggregation::token_mean;
+  /// Weights and rejection against the rollout's log-probs (rollout_correction.hpp): on
+  /// logp_old - logp_behav (coupled) or logp_prox - logp_behav (decoupled).
+  rollout_correction_params rc;
   /// false: leave `loss_outputs::stats` empty and only fill `stat_sums` on the device, so the
   /// loss needs no host synchronisation (the trainer reads the sums once per step).
   bool host_stats = true;
@@ -117,6 +121,29 @@ struct loss_stats {
   double dual_clipped = 0;  // kept tokens, A < 0, where the dual clip applied (pg_clipfrac_lower)
   double kl_sum = 0;
   double weight_min = 0, weight_max = 0, weight_sum = 0;  // w (decoupled) or old/behav ratio
+  // Rollout correction: the weight applied (kept tokens; 1 for a coupled loss without IS), the
+  // tokens whose weight was truncated, the tokens rejected (rs, veto) and the k3 estimate of
+  // KL(pi_rollout || pi_train) summed over the masked-in tokens.
+  double rc_weight_sum = 0, rc_weight_max = 0;
+  double rc_truncated = 0, rc_rejected = 0, rc_kl_sum = 0;
+};
+
+/// The slots of loss_outputs::stat_sums.
+enum stat_slot : int64_t {
+  st_tokens,
+  st_kept,
+  st_clipped,
+  st_dual_clipped,
+  st_kl,
+  st_weight_min,  // combined by min
+  st_weight_max,  // combined by max
+  st_weight_sum,
+  st_rc_weight_sum,
+  st_rc_weight_max,  // combined by max
+  st_rc_truncated,
+  st_rc_rejected,
+  st_rc_kl,
+  st_count
 };
 
 struct loss_outputs {
@@ -124,9 +151,9 @@ struct loss_outputs {
   at::Tensor pg_per_token;
   at::Tensor kl_per_token;  // undefined without logp_ref
   loss_stats stats;
-  /// The same statistics as a (8,) float64 tensor on the loss's device: tokens, kept_tokens,
-  /// clipped, dual_clipped, kl_sum, weight_min, weight_max, weight_sum (min/max are +inf/-inf
-  /// when no token is masked in). Sums of micro-batches add, except min/max.
+  /// The same statistics as a (st_count,) float64 tensor on the loss's device, in stat_slot
+  /// order (min/max are +inf/-inf when no token is masked in). Sums of micro-batches add,
+  /// except min/max.
   at::Tensor stat_sums;
 };
 
@@ -135,7 +162,8 @@ loss_stats read_stats(const at::Tensor& stat_sums);
 /// a + b for stat_sums: sums add, weight_min/weight_max take the min/max.
 at::Tensor combine_stats(const at::Tensor& a, const at::Tensor& b);
 
-/// The full per-token objective, aggregated: pg + kl_coef * k3.
+/// The full per-token objective, aggregated: pg + kl_coef * k3, the pg term multiplied by the
+/// rollout correction's weight and zero on the tokens it rejects.
 loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg);
 
 }  // namespace asyncrl::rl

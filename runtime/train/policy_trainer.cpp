@@ -206,25 +206,22 @@ void policy_trainer::reduce_across_ranks() {
   close_gradients();
   finish_reduction();
 
-  // The mini-batch's sums and extremes, on the host: (16,) summed and (5,) maxed.
+  // The mini-batch's sums and extremes, on the host: the loss statistics (stat_slot order)
+  // and the trainer's own counts summed, the extremes maxed (a min as the max of its negation).
   const double inf = std::numeric_limits<double>::infinity();
   auto host = [](const at::Tensor& t) {
     return t.detach().to(at::kCPU, at::kDouble).reshape({-1});
   };
-  auto st = stat_sums_.defined() ? host(stat_sums_)
-                                 : at::tensor(std::vector<double>{0, 0, 0, 0, 0, inf, -inf, 0});
+  std::vector<double> none(rl::st_count, 0.0);
+  none[rl::st_weight_min] = inf;
+  none[rl::st_weight_max] = none[rl::st_rc_weight_max] = -inf;
+  auto st = stat_sums_.defined() ? host(stat_sums_) : at::tensor(none);
   auto mm = mismatch_sums_.defined() ? host(mismatch_sums_) : at::zeros({4}, at::kDouble);
   auto one = [&](const at::Tensor& t) { return t.defined() ? host(t)[0].item<double>() : 0.0; };
   const auto* s = st.data_ptr<double>();
   const auto* m = mm.data_ptr<double>();
   std::vector<double> sum{one(loss_dev_),
                           one(entropy_dev_),
-                          s[0],
-                          s[1],
-                          s[2],
-                          s[3],
-                          s[4],
-                          s[7],
                           double(tokens_),
                           double(samples_),
                           double(processed_),
@@ -233,7 +230,14 @@ void policy_trainer::reduce_across_ranks() {
                           m[0],
                           m[2],
                           m[3]};
-  std::vector<double> max{-s[5], s[6], double(staleness_max_), m[1], prox_ms_};
+  const size_t stats_at = sum.size();
+  sum.insert(sum.end(), s, s + rl::st_count);  // min/max slots summed too, then replaced
+  std::vector<double> max{-s[rl::st_weight_min],
+                          s[rl::st_weight_max],
+                          s[rl::st_rc_weight_max],
+                          double(staleness_max_),
+                          m[1],
+                          prox_ms_};
   std::vector<at::Tensor> sums_t{at::tensor(sum)}, max_t{at::tensor(max)};
   dp_->allreduce(sums_t, reduce_kind::sum);
   dp_->allreduce(max_t, reduce_kind::max);
@@ -241,16 +245,20 @@ void policy_trainer::reduce_across_ranks() {
   const auto* X = max_t[0].data_ptr<double>();
   loss_dev_ = at::tensor(S[0]);
   entropy_dev_ = at::tensor(S[1]);
-  stat_sums_ = at::tensor(std::vector<double>{S[2], S[3], S[4], S[5], S[6], -X[0], X[1], S[7]});
-  tokens_ = static_cast<int64_t>(S[8]);
-  samples_ = static_cast<int64_t>(S[9]);
-  processed_ = static_cast<int64_t>(S[10]);
-  real_ = static_cast<int64_t>(S[11]);
-  micro_batches_ = static_cast<int64_t>(S[12]);
+  std::vector<double> stats(S + stats_at, S + stats_at + rl::st_count);
+  stats[rl::st_weight_min] = -X[0];
+  stats[rl::st_weight_max] = X[1];
+  stats[rl::st_rc_weight_max] = X[2];
+  stat_sums_ = at::tensor(stats);
+  tokens_ = static_cast<int64_t>(S[2]);
+  samples_ = static_cast<int64_t>(S[3]);
+  processed_ = static_cast<int64_t>(S[4]);
+  real_ = static_cast<int64_t>(S[5]);
+  micro_batches_ = static_cast<int64_t>(S[6]);
   mismatch_sums_ =
-      S[15] > 0 ? at::tensor(std::vector<double>{S[13], X[3], S[14], S[15]}) : at::Tensor();
-  staleness_max_ = static_cast<int64_t>(X[2]);
-  prox_ms_ = X[4];
+      S[9] > 0 ? at::tensor(std::vector<double>{S[7], X[4], S[8], S[9]}) : at::Tensor();
+  staleness_max_ = static_cast<int64_t>(X[3]);
+  prox_ms_ = X[5];
 }
 
 policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
@@ -268,6 +276,7 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
   loss_cfg_.clip = {p_.clip_eps_low, p_.clip_eps_high, p_.dual_clip_c};
   loss_cfg_.kl_coef = p_.kl_coef;
   loss_cfg_.imp_weight_cap = p_.imp_weight_cap;
+  loss_cfg_.rc = p_.rollout_correction;
   loss_cfg_.agg = p_.loss_agg;
   loss_cfg_.host_stats = false;
   optimizer_ = std::make_unique<policy_optimizer>(policy_->parameters(), optimizer_options_of(p_));
@@ -529,14 +538,21 @@ update_stats policy_trainer::step_here() {
   if (!outcome.skipped) ++version_;
   u.grad_norm = outcome.grad_norm;
   u.skipped = outcome.skipped;
-  u.kl = tokens_ ? kl_sum_ / tokens_ : 0;
+  const auto& st = loss_st_;
+  const double kept = st.kept_tokens;
+  u.kl = tokens_ ? st.kl_sum / tokens_ : 0;
   u.entropy = tokens_ ? entropy_sum_ / tokens_ : 0;
-  u.clip_frac = kept_ ? clipped_ / kept_ : 0;
-  u.clip_frac_lower = kept_ ? dual_clipped_ / kept_ : 0;
-  u.imp_weight_min = weight_min_;
-  u.imp_weight_max = weight_max_;
-  u.imp_weight_mean = tokens_ ? weight_sum_ / tokens_ : 0;
-  u.masked_tokens = tokens_ - kept_;
+  u.clip_frac = kept ? st.clipped / kept : 0;
+  u.clip_frac_lower = kept ? st.dual_clipped / kept : 0;
+  u.imp_weight_min = st.weight_min;
+  u.imp_weight_max = st.weight_max;
+  u.imp_weight_mean = tokens_ ? st.weight_sum / tokens_ : 0;
+  u.masked_tokens = tokens_ - static_cast<int64_t>(kept);
+  u.rc_weight_mean = kept ? st.rc_weight_sum / kept : 0;
+  u.rc_weight_max = st.rc_weight_max;
+  u.rc_truncated_frac = tokens_ ? st.rc_truncated / tokens_ : 0;
+  u.rc_rejected_frac = tokens_ ? st.rc_rejected / tokens_ : 0;
+  u.rc_kl_k3 = tokens_ ? st.rc_kl_sum / tokens_ : 0;
   u.tokens_trained = tokens_;
   u.samples_trained = samples_;
   u.tokens_processed = processed_;
@@ -572,22 +588,13 @@ void policy_trainer::read_minibatch_sums() {
   auto host = at::cat({dev(loss_dev_), dev(entropy_dev_)});
   loss_sum_ = host[0].item<double>();
   entropy_sum_ = host[1].item<double>();
-  if (stat_sums_.defined()) {
-    const auto st = rl::read_stats(stat_sums_);
-    kl_sum_ = st.kl_sum;
-    clipped_ = st.clipped;
-    dual_clipped_ = st.dual_clipped;
-    weight_sum_ = st.weight_sum;
-    weight_min_ = st.weight_min;
-    weight_max_ = st.weight_max;
-    kept_ = static_cast<int64_t>(st.kept_tokens);
-  }
+  loss_st_ = stat_sums_.defined() ? rl::read_stats(stat_sums_) : rl::loss_stats{};
 }
 
 void policy_trainer::clear_minibatch_sums() {
-  loss_sum_ = kl_sum_ = entropy_sum_ = clipped_ = dual_clipped_ = weight_sum_ = 0;
-  weight_min_ = weight_max_ = 0;
-  tokens_ = kept_ = samples_ = processed_ = real_ = micro_batches_ = 0;
+  loss_sum_ = entropy_sum_ = 0;
+  loss_st_ = rl::loss_stats{};
+  tokens_ = samples_ = processed_ = real_ = micro_batches_ = 0;
   staleness_max_ = 0;
   prox_ms_ = 0;
   mismatch_sums_ = at::Tensor();

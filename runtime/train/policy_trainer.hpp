@@ -146,10 +146,9 @@ class policy_trainer {
   int64_t old_version_ = 0;  // the weights version in old_ (begin_batch)
   int64_t steps_taken_ = 0;
   // Accumulated over the current mini-batch.
-  double loss_sum_ = 0, kl_sum_ = 0, entropy_sum_ = 0, clipped_ = 0, dual_clipped_ = 0;
-  double weight_sum_ = 0;
-  double weight_min_ = 0, weight_max_ = 0;
-  int64_t tokens_ = 0, kept_ = 0, samples_ = 0, processed_ = 0;
+  double loss_sum_ = 0, entropy_sum_ = 0;
+  rl::loss_stats loss_st_;  // read from stat_sums_ in step()
+  int64_t tokens_ = 0, samples_ = 0, processed_ = 0;
   int64_t micro_batches_ = 0;
   int64_t real_ = 0;  // non-padding tokens of them
   int64_t staleness_max_ = 0;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "runtime/train/rollout_correction_params.hpp"
 #include "runtime/train/train_modes.hpp"
 
 namespace asyncrl {
@@ -21,6 +22,7 @@ struct policy_trainer_params {
   double kl_coef = 0.0;
   double imp_weight_cap = 0.0;  // decoupled: 0 = off
   loss_aggregation loss_agg = loss_aggregation::token_mean;
+  rollout_correction_params rollout_correction;  // TIS / MIS against the rollout's log-probs
 
   // The update (trainer.*).
   bool shared_prompt_attention = false;

@@ -35,6 +35,13 @@ struct update_stats {
   // micro-batch are left out; 0 tokens: the three are 0.
   double mismatch_abs_mean = 0, mismatch_abs_max = 0, mismatch_kl_k3 = 0;
   int64_t mismatch_tokens = 0;
+  // Rollout correction (algorithm.rollout_correction), over all response tokens whatever their
+  // version: the mean and max of the weight applied to the kept tokens (1 without IS on the
+  // coupled loss), the shares of tokens whose weight was truncated and that were rejected
+  // (rs, veto), and the k3 estimate of KL(pi_rollout || pi_train) with pi_train the old or
+  // proximal policy. Computed whether or not a correction is on.
+  double rc_weight_mean = 0, rc_weight_max = 0;
+  double rc_truncated_frac = 0, rc_rejected_frac = 0, rc_kl_k3 = 0;
 
   // The names are the metrics.jsonl keys.
   static constexpr auto fields() {
@@ -50,7 +57,10 @@ struct update_stats {
         named("grad_norm", &s::grad_norm), named("skipped", &s::skipped), named("lr", &s::lr),
         named("prox_time_ms", &s::prox_time_ms), named("mismatch_abs_mean", &s::mismatch_abs_mean),
         named("mismatch_abs_max", &s::mismatch_abs_max),
-        named("mismatch_kl_k3", &s::mismatch_kl_k3), named("mismatch_tokens", &s::mismatch_tokens));
+        named("mismatch_kl_k3", &s::mismatch_kl_k3), named("mismatch_tokens", &s::mismatch_tokens),
+        named("rc_weight_mean", &s::rc_weight_mean), named("rc_weight_max", &s::rc_weight_max),
+        named("rc_truncated_frac", &s::rc_truncated_frac),
+        named("rc_rejected_frac", &s::rc_rejected_frac), named("rc_kl_k3", &s::rc_kl_k3));
   }
 };
 
