@@ -145,30 +145,33 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   auto s = clipped_surrogate(in.logp - logp_train.detach(), in.advantages, cfg.clip);
   // Per token: the raw ratio (metrics), the weight applied, the tokens kept.
   at::Tensor weight, applied, kept = mask;
-  correction rc;
+  at::Tensor log_ratio;  // clamped logp_train - logp_behav, for the weight and rc_kl_k3
+  correction rc;         // only computed when a correction is on: no ops otherwise
   if (in.logp_behav.defined()) {
-    // (M, L) rows, one per response; a 1-D batch is one response.
-    auto as_rows = [](const at::Tensor& t) { return t.dim() == 2 ? t : t.reshape({1, -1}); };
-    rc = rollout_correction(as_rows(logp_train.detach() - in.logp_behav), as_rows(mask), cfg.rc);
-    for (auto* t : {&rc.log_ratio, &rc.raw, &rc.weight, &rc.truncated, &rc.keep})
-      *t = t->view(in.logp.sizes());
-    weight = at::exp(at::clamp(logp_train.detach() - in.logp_behav, -20.0, 20.0));
-    kept = rc.keep;
+    log_ratio = at::clamp(logp_train.detach() - in.logp_behav, -20.0, 20.0);
+    weight = at::exp(log_ratio);
+    if (cfg.rc.active()) {
+      // (M, L) rows, one per response; a 1-D batch is one response.
+      auto as_rows = [](const at::Tensor& t) { return t.dim() == 2 ? t : t.reshape({1, -1}); };
+      rc = rollout_correction(as_rows(log_ratio), as_rows(mask), cfg.rc);
+      for (auto* t : {&rc.log_ratio, &rc.raw, &rc.weight, &rc.truncated, &rc.keep})
+        *t = t->view(in.logp.sizes());
+      kept = rc.keep;
+    }
   } else {
     weight = at::ones_like(in.logp).detach();
   }
   if (decoupled) {
     // AReaL's behaviour weight, truncated when rollout_correction.is asks; the cap masks on
     // the token's own weight whatever the IS level.
-    applied = rc.weight;
+    applied = cfg.rc.active() ? rc.weight : weight;
     if (cfg.imp_weight_cap > 0) kept = kept.logical_and(weight <= cfg.imp_weight_cap);
     out.pg_per_token = s.loss * (applied * kept);
   } else if (cfg.rc.active()) {
     applied = cfg.rc.is == rc_is_level::none ? at::ones_like(weight) : rc.weight;
     out.pg_per_token = s.loss * (applied * kept);
   } else {
-    applied = at::ones_like(weight);
-    out.pg_per_token = s.loss;
+    out.pg_per_token = s.loss;  // no weight (the statistics below count it as 1)
   }
   auto per_token = out.pg_per_token;
   if (in.logp_ref.defined()) {
@@ -181,14 +184,13 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   // All on the device, then (host_stats) one read: no host synchronisation per statistic.
   const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
   const double inf = std::numeric_limits<double>::infinity();
-  auto w = f64(weight), a = f64(applied);
+  auto w = f64(weight);
   auto zero = at::zeros({}, w.options());
   auto kl = out.kl_per_token.defined() ? f64(out.kl_per_token.detach() * mask).sum() : zero;
   at::Tensor truncated = zero, rejected = zero, rc_kl = zero;
-  if (rc.log_ratio.defined()) {
-    // k3 of KL(pi_rollout || pi_train) on the rollout's samples: exp(l) - 1 - l >= 0.
-    auto l = f64(rc.log_ratio);
-    rc_kl = at::where(mask, l.exp() - 1.0 - l, 0.0).sum();
+  if (log_ratio.defined())  // k3 of KL(pi_rollout || pi_train): exp(l) - 1 - l >= 0
+    rc_kl = at::where(mask, w - 1.0 - f64(log_ratio), 0.0).sum();
+  if (rc.keep.defined()) {
     truncated = f64(rc.truncated.sum());
     rejected = f64(mask.logical_and(rc.keep.logical_not()).sum());
   }
@@ -201,8 +203,16 @@ loss_outputs policy_loss(const loss_inputs& in, const loss_config& cfg) {
   slots[st_weight_min] = at::where(mask, w, inf).min();
   slots[st_weight_max] = at::where(mask, w, -inf).max();
   slots[st_weight_sum] = at::where(mask, w, 0.0).sum();
-  slots[st_rc_weight_sum] = at::where(kept, a, 0.0).sum();
-  slots[st_rc_weight_max] = at::where(kept, a, -inf).max();
+  if (!cfg.rc.active() && (!decoupled || cfg.imp_weight_cap <= 0)) {
+    // The weight applied is 1 (coupled) or w itself on every masked token (decoupled, nothing
+    // masked): the sums above already hold it, and the loss costs no more ops than before.
+    slots[st_rc_weight_sum] = decoupled ? slots[st_weight_sum] : slots[st_kept];
+    slots[st_rc_weight_max] = decoupled ? slots[st_weight_max] : at::ones({}, w.options());
+  } else {
+    auto a = f64(applied);
+    slots[st_rc_weight_sum] = at::where(kept, a, 0.0).sum();
+    slots[st_rc_weight_max] = at::where(kept, a, -inf).max();
+  }
   slots[st_rc_truncated] = truncated;
   slots[st_rc_rejected] = rejected;
   slots[st_rc_kl] = rc_kl;
