@@ -6,7 +6,7 @@
 //       [--batch B] [--prompt P] [--new-tokens N] [--micro-batch M] [--micro-batch-tokens T]
 //       [--steps S] [--reps R] [--precisions float32,bf16] [--matmul 8192] [--cuda-graphs 1]
 //       [--objectives policy_only,rl] [--skip-generation] [--activation-checkpointing 0]
-//       [--out FILE]
+//       [--op-histogram] [--out FILE]
 // Defaults: on CUDA (when present) the Qwen2.5-0.5B body (hidden 896, 24 layers, 14/2 heads,
 // MLP 4864, vocab 100, tied), batch 128 x (16 prompt + 48 new) tokens; on the CPU a small shape
 // (hidden 64, 2 layers) at batch 8 x (8 + 8), so that CI runs it in seconds.
@@ -40,7 +40,9 @@
 #include "runtime/train/policy_trainer.hpp"
 
 #include <atomic>
+#include <algorithm>
 #include <map>
+#include <mutex>
 
 using namespace asyncrl;
 
@@ -89,14 +91,34 @@ model_config shape_config(const options& o) {
 // ATen operators dispatched (top-level and nested) while counting is on.
 std::atomic<int64_t> g_ops{0};
 std::atomic<bool> g_counting{false};
+// --op-histogram: each operator's count, to find which one a change multiplied (stderr).
+bool g_histogram = false;
+std::mutex g_histogram_mu;
+std::map<std::string, int64_t> g_histogram_counts;
 
 void install_op_counter() {
-  at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction&)
+  at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction& fn)
                                                        -> std::unique_ptr<at::ObserverContext> {
-                          if (g_counting.load(std::memory_order_relaxed))
-                            g_ops.fetch_add(1, std::memory_order_relaxed);
+                          if (!g_counting.load(std::memory_order_relaxed)) return nullptr;
+                          g_ops.fetch_add(1, std::memory_order_relaxed);
+                          if (g_histogram) {
+                            std::lock_guard<std::mutex> lock(g_histogram_mu);
+                            ++g_histogram_counts[fn.name()];
+                          }
                           return nullptr;
                         }).scopes({at::RecordScope::FUNCTION}));
+}
+
+void print_histogram(const std::string& row) {
+  if (!g_histogram) return;
+  std::vector<std::pair<int64_t, std::string>> v;
+  for (const auto& [name, n] : g_histogram_counts)
+    v.emplace_back(n, name);
+  std::sort(v.rbegin(), v.rend());
+  std::cerr << "operators of " << row << ":\n";
+  for (const auto& [n, name] : v)
+    std::cerr << "  " << n << " " << name << "\n";
+  g_histogram_counts.clear();
 }
 
 // Runs `f` and returns the operators it dispatched.
@@ -107,6 +129,19 @@ int64_t count_ops(F&& f) {
   f();
   g_counting = false;
   return g_ops.load();
+}
+
+// Whether libtorch's CPU bf16 matmuls go to oneDNN: it asks for AVX512 BW, VL and DQ (as
+// ATen's mkldnn_bf16_device_check). Without them a small bf16 bmm loops over its batch in
+// select/mm calls, and the CPU dispatches about 1.4x the operators per token: the kept
+// counts are per ISA class.
+bool cpu_bf16_gemm_onednn() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
 }
 
 int device_index(const torch::Device& d) {
@@ -206,6 +241,8 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
     if (s > 0) step_s.push_back(bench::now_s() - t0);
   }
   const int64_t ops = count_ops(one_step);
+  print_histogram(std::string("trainer ") + (precision == train_precision::bf16 ? "bf16" : "float32") +
+                  (policy_only ? " policy_only" : " rl"));
   const double s = bench::median(step_s);
   const double tokens = double(o.batch * (o.prompt + o.new_tokens));
   const double flops_per_token = (policy_only ? 6.0 : 10.0) * double(cfg.num_parameters());
@@ -299,6 +336,7 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
              {"max_logprob_diff_same_prefix", worst}};
   }
   const int64_t ops = count_ops(run);
+  print_histogram(std::string("generation ") + (bf16 ? "bf16" : "float32"));
   const double s = bench::median(secs);
   const double tokens = double(o.batch * o.new_tokens);
   // Decode FLOPs: 2 N per generated token (prefill and attention left out).
@@ -377,6 +415,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto cfg = shape_config(o);
+  g_histogram = bench::flag(argc, argv, "--op-histogram");
   install_op_counter();
 
   nlohmann::ordered_json peak{{"bf16", matmul_tflops(dev, at::kBFloat16, o.matmul)},
@@ -401,6 +440,7 @@ int main(int argc, char** argv) {
                            {"machine", bench::machine()},
                            {"device", o.device},
                            {"libtorch", ASYNCRL_LIBTORCH_VERSION},
+                           {"cpu_bf16_gemm_onednn", cpu_bf16_gemm_onednn()},
                            {"threads", threads},
                            {"shape",
                             {{"name", o.shape},
