@@ -81,6 +81,9 @@ void add_resumed_totals(controller_state& st) {
   q.delivered += b.queue.delivered;
   q.dropped_stale += b.queue.dropped_stale;
   q.regenerated += b.queue.regenerated;
+  q.received_tokens += b.queue.received_tokens;
+  q.dropped_tokens += b.queue.dropped_tokens;
+  q.stale_waits += b.queue.stale_waits;
   q.abandoned += b.queue.abandoned;
   q.lost += b.queue.lost;
   q.restored += b.queue.restored;
@@ -265,6 +268,9 @@ std::string describe_wait(ctrl_ptr self, const queue_stats* q) {
     s = "the trainer waits on the message_queue for " + std::to_string(q->pull_waiting_min) +
         " group(s); the queue holds " + std::to_string(q->depth) + ", " +
         std::to_string(q->running) + " are being generated or scored";
+    if (q->pull_waiting_old > 0)
+      s += " (stale_policy wait keeps places for " + std::to_string(q->pull_waiting_old) +
+           " of them, at their last version within async_training.max_staleness)";
     if (q->credit_requests_waiting > 0)
       s += ", and " + std::to_string(q->credit_requests_waiting) +
            " rollouter credit request(s) wait on the admission rule '" +

@@ -6,6 +6,7 @@
 #include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -45,6 +46,16 @@ struct queue_state {
   bool stopped = false;
   int64_t members = 0;  // rollouters alive (local and remote); set by the controller
   bool held = false;    // the console paused admission: credit requests wait
+  // stale_policy wait: each running group's rollouter incarnation and the policy version it
+  // began with, and the ids whose put overtook their start notice (a put goes via the Reward).
+  struct start_record {
+    caf::actor_addr incarnation;
+    int64_t version = 0;
+  };
+  std::map<uint64_t, start_record> starts;
+  std::set<uint64_t> put_before_start;
+  int64_t waiting_old = 0;  // running groups at their last chance the waiting pull keeps room for
+  bool holding_for_old = false;  // the waiting pull was held for them (counted in stale_waits)
   // A stop waits until every group the Reward forwarded has arrived (a put sent before the
   // stop must not be lost to it); then it answers with the final counts.
   deferred_stop<queue_stats> stop;
@@ -80,6 +91,7 @@ struct queue_state {
     s.capacity = adm->params().capacity;
     s.credit_requests_waiting = static_cast<int64_t>(credits.size());
     s.pull_waiting_min = pull ? pull->min : 0;
+    s.pull_waiting_old = pull ? waiting_old : 0;
     s.admission_limit = adm->last_limit();
     s.held = held;
     return s;
@@ -98,6 +110,33 @@ int64_t oldest_version(const scored_group& g) {
     for (auto t : s.versions)
       v = std::min(v, t);
   return v == INT64_MAX ? 0 : v;
+}
+
+int64_t response_tokens(const scored_group& g) {
+  int64_t n = 0;
+  for (auto& s : g.samples)
+    n += static_cast<int64_t>(s.response.size());
+  return n;
+}
+
+// stale_policy wait: how many groups the waiting pull may take now (0: it waits). Groups at
+// their last chance go to the front of the queue (arrival order otherwise kept), and the pull
+// keeps a place for each one still being generated, so that none has to be dropped later.
+int64_t deliverable_now(queue_state& st, int64_t version, int64_t eta) {
+  const auto n = static_cast<int64_t>(st.queue.size());
+  if (!st.adm->params().wait_for_stale || eta < 0) {
+    st.waiting_old = 0;
+    return std::min(n, st.pull->max);
+  }
+  auto young = std::stable_partition(st.queue.begin(), st.queue.end(), [&](const scored_group& g) {
+    return last_chance(version, oldest_version(g), eta);
+  });
+  const auto old_queued = static_cast<int64_t>(young - st.queue.begin());
+  int64_t old_running = 0;
+  for (const auto& [id, r] : st.starts)
+    old_running += last_chance(version, r.version, eta) ? 1 : 0;
+  st.waiting_old = old_running;
+  return deliverable_keeping_bound(st.pull->max, old_queued, n - old_queued, old_running);
 }
 
 // Answers held credit requests in arrival order while the rules allow; a worker whose share
@@ -134,6 +173,7 @@ void serve_pull(queue_ptr self) {
       st.queue, version, eta, [](const scored_group& g) { return oldest_version(g); },
       [&](const scored_group& g, int64_t staleness) {
         ++st.counters.dropped_stale;
+        st.counters.dropped_tokens += response_tokens(g);
         st.adm->on_dropped();
         const bool regenerate = st.args.env->params.queue.regenerate_stale;
         if (regenerate) ++st.counters.regenerated;
@@ -141,12 +181,17 @@ void serve_pull(queue_ptr self) {
         self->send(st.args.controller, dropped_atom::value, g.group_id, regenerate);
         spdlog::debug("queue: group {} dropped, staleness {} > eta {}", g.group_id, staleness, eta);
       });
-  if (static_cast<int64_t>(st.queue.size()) < st.pull->min) {
+  const int64_t take = deliverable_now(st, version, eta);
+  if (take < st.pull->min) {
+    if (static_cast<int64_t>(st.queue.size()) >= st.pull->min && !st.holding_for_old) {
+      st.holding_for_old = true;  // counted once per pull
+      ++st.counters.stale_waits;
+    }
     serve_credits(self);  // drops freed capacity
     return;
   }
   delivery d;
-  while (!st.queue.empty() && static_cast<int64_t>(d.groups.size()) < st.pull->max) {
+  while (!st.queue.empty() && static_cast<int64_t>(d.groups.size()) < take) {
     const int64_t staleness = version - oldest_version(st.queue.front());
     st.counters.max_delivered_staleness = std::max(st.counters.max_delivered_staleness, staleness);
     d.groups.push_back(std::move(st.queue.front()));
@@ -157,6 +202,7 @@ void serve_pull(queue_ptr self) {
   d.stats = st.stats();
   st.pull->promise.deliver(std::move(d));
   st.pull.reset();
+  st.holding_for_old = false;
   serve_credits(self);
 }
 
@@ -198,7 +244,10 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         auto& st = self->state;
         st.adm->on_put();
         ++st.counters.received;
+        st.counters.received_tokens += response_tokens(g);
         if (g.worker >= 0) --st.running_by_worker[g.worker];
+        if (st.adm->params().wait_for_stale && st.starts.erase(g.group_id) == 0)
+          st.put_before_start.insert(g.group_id);
         st.queue.push_back(std::move(g));
         serve_pull(self);
         finish_stop(self);
@@ -224,6 +273,17 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         st.counters.refilled += replace;
         serve_credits(self);
       },
+      [self](started_atom, int32_t, uint64_t group_id, int64_t version) {
+        // stale_policy wait: a group began (version >= 0) or will not be finished (-1).
+        auto& st = self->state;
+        if (st.fenced.count(sender_of(self))) return;  // its lost_atom cleared that worker
+        if (version < 0) {
+          st.starts.erase(group_id);
+        } else if (st.put_before_start.erase(group_id) == 0) {
+          st.starts[group_id] = {sender_of(self), version};
+        }
+        serve_pull(self);
+      },
       [self](synced_atom, int64_t version) {
         auto& st = self->state;
         st.counters.published_version = version;
@@ -247,8 +307,11 @@ queue_actor::behavior_type queue_fn(queue_ptr self, queue_args args) {
         st.running_by_worker[worker] -= std::max<int64_t>(0, lost);
         st.returned_by_worker[worker] += std::max<int64_t>(0, lost);
         st.counters.lost += std::max<int64_t>(0, lost);
+        for (auto it = st.starts.begin(); it != st.starts.end();)
+          it = it->second.incarnation == incarnation ? st.starts.erase(it) : std::next(it);
         spdlog::info("queue: rollouter {} lost {} admitted group(s)", worker, lost);
         serve_credits(self);
+        serve_pull(self);  // a pull may have waited for a lost group
       },
       [self](members_atom, int32_t n) {
         self->state.members = n;

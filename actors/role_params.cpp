@@ -25,6 +25,7 @@ rollouter_params rollouter_params_from(const run_config& cfg, const schedule_pla
   p.max_batch = ro.max_batch;
   p.chunk_tokens = ro.chunk_tokens;
   p.partial_rollout = plan.partial_rollout;
+  p.report_starts = plan.admission.wait_for_stale;
   p.seed = static_cast<uint64_t>(cfg.runtime.seed);
   p.workload = cfg.workload;
   p.slow_ms = cfg.faults.slow_rollouter_ms;

@@ -368,6 +368,11 @@ void add_group(self_ptr self, prompt_task task) {
   auto& st = self->state;
   const auto& rp = st.args.env->params.rollouter;
   const auto G = rp.group_size;
+  // stale_policy wait: the queue keeps room for this group while the trainer is within eta of
+  // the policy it begins with (its tokens come from this version or later).
+  if (rp.report_starts)
+    self->send(st.args.queue, started_atom::value, st.args.worker, task.group_id,
+               st.gen->version());
   for (int64_t k = 0; k < G; ++k) {
     gen_request r;
     r.id = task.group_id * static_cast<uint64_t>(G) + static_cast<uint64_t>(k);
@@ -489,6 +494,9 @@ rollout_counts finish(self_ptr self) {
   if (st.env_pool) self->send_exit(st.env_pool, caf::exit_reason::user_shutdown);
   if (c.groups_unfinished > 0)
     self->send(st.args.queue, abandon_atom::value, st.args.worker, c.groups_unfinished);
+  if (st.args.env->params.rollouter.report_starts)
+    for (const auto& [id, g] : st.groups)
+      self->send(st.args.queue, started_atom::value, st.args.worker, id, int64_t{-1});
   st.groups.clear();
   st.held.clear();
   self->quit();

@@ -39,8 +39,8 @@
 #include "runtime/train/micro_batching.hpp"
 #include "runtime/train/policy_trainer.hpp"
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -241,7 +241,8 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
     if (s > 0) step_s.push_back(bench::now_s() - t0);
   }
   const int64_t ops = count_ops(one_step);
-  print_histogram(std::string("trainer ") + (precision == train_precision::bf16 ? "bf16" : "float32") +
+  print_histogram(std::string("trainer ") +
+                  (precision == train_precision::bf16 ? "bf16" : "float32") +
                   (policy_only ? " policy_only" : " rl"));
   const double s = bench::median(step_s);
   const double tokens = double(o.batch * (o.prompt + o.new_tokens));

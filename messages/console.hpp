@@ -60,7 +60,7 @@ typename Inspector::result_type inspect(Inspector& f, live_settings& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admission_params& x) {
   return f(caf::meta::type_name("admission_params"), x.window, x.staleness_threshold,
-           x.consumer_batch, x.max_staleness, x.capacity);
+           x.consumer_batch, x.max_staleness, x.capacity, x.wait_for_stale);
 }
 
 }  // namespace asyncrl

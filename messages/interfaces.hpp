@@ -69,6 +69,9 @@ using queue_actor = caf::typed_actor<
     caf::replies_to<pull_atom, int64_t, int64_t, int64_t>::with<delivery>,  // version, min, max
     // The trainer consumed n filtered groups and wants m in their place (algorithm.refill).
     caf::reacts_to<refill_atom, int64_t, int64_t>,
+    // stale_policy wait: worker, group id, the rollouter's policy version when the group began
+    // (-1: it will not be finished, the rollouter stops).
+    caf::reacts_to<started_atom, int32_t, uint64_t, int64_t>,
     caf::reacts_to<synced_atom, int64_t>,  // new weights are on every rollouter
     // A rollouter incarnation is gone (crashed, lost, removed); its worker id had completed this
     // many groups in all: the rest of what it was granted will never arrive (the controller

@@ -96,11 +96,17 @@ struct queue_stats {
   int64_t capacity = 0;
   int64_t published_version = 0;
   int64_t max_delivered_staleness = 0;
+  // Response tokens (every sample's) of the groups received and of those dropped as stale: the
+  // mean length of generated against trained groups, i.e. the length bias of a drop.
+  int64_t received_tokens = 0;
+  int64_t dropped_tokens = 0;
+  int64_t stale_waits = 0;  // stale_policy wait: pulls held for a group at its last chance
   // What the queue is waiting on right now (the progress watchdog reports it).
   int64_t credit_requests_waiting = 0;  // rollouters' requests held for admission budget
   int64_t pull_waiting_min = 0;         // groups the trainer's waiting pull needs; 0 = none
-  std::string admission_limit;          // what held the last refused grant: window, eta, ...
-  bool held = false;                    // the console paused admission (pause / resume)
+  int64_t pull_waiting_old = 0;  // ... of which it waits for being generated (stale_policy wait)
+  std::string admission_limit;   // what held the last refused grant: window, eta, ...
+  bool held = false;             // the console paused admission (pause / resume)
   // Per staleness window (index = syncs seen): groups granted in it, and groups carried into it
   // (running + queued when it opened). Raw counts, so that a test can check verl's budget
   // granted + carried <= floor((1 + s) k R) without trusting the admission arithmetic.
@@ -282,8 +288,9 @@ typename Inspector::result_type inspect(Inspector& f, queue_stats& x) {
   return f(caf::meta::type_name("queue_stats"), x.depth, x.running, x.received, x.delivered,
            x.dropped_stale, x.regenerated, x.abandoned, x.lost, x.restored, x.refilled,
            x.admitted_in_window, x.window_budget, x.carried, x.capacity, x.published_version,
-           x.max_delivered_staleness, x.credit_requests_waiting, x.pull_waiting_min,
-           x.admission_limit, x.held, x.window_granted, x.window_carried);
+           x.max_delivered_staleness, x.received_tokens, x.dropped_tokens, x.stale_waits,
+           x.credit_requests_waiting, x.pull_waiting_min, x.pull_waiting_old, x.admission_limit,
+           x.held, x.window_granted, x.window_carried);
 }
 
 template <class Inspector>

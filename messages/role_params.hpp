@@ -35,8 +35,9 @@ struct rollouter_params {
   int64_t max_batch = 128;                     // KV-cache slots
   int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks
   bool partial_rollout = false;
-  uint64_t seed = 1;          // runtime.seed: sampling streams and forced lengths
-  workload_section workload;  // lengths != model: benchmark lengths, EOS ignored
+  bool report_starts = false;  // stale_policy wait: the queue learns each group's start version
+  uint64_t seed = 1;           // runtime.seed: sampling streams and forced lengths
+  workload_section workload;   // lengths != model: benchmark lengths, EOS ignored
   // Injected faults (faults.*, 0 = off): rollouter 0's slow chunks and its dropped or delayed
   // loads.
   int64_t slow_ms = 0;
@@ -88,8 +89,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rollouter_params& x) {
   return f(caf::meta::type_name("rollouter_params"), x.device, x.dtype, x.group_size, x.temperature,
            x.top_k, x.top_p, x.max_new_tokens, x.max_prompt_length, x.max_batch, x.chunk_tokens,
-           x.partial_rollout, x.seed, x.workload, x.slow_ms, x.sync_drop_every, x.sync_delay_every,
-           x.sync_delay_ms, x.devices, x.max_turns, x.max_episode_tokens, x.env, x.env_fault_every);
+           x.partial_rollout, x.report_starts, x.seed, x.workload, x.slow_ms, x.sync_drop_every,
+           x.sync_delay_every, x.sync_delay_ms, x.devices, x.max_turns, x.max_episode_tokens, x.env,
+           x.env_fault_every);
 }
 
 template <class Inspector>

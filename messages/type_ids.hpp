@@ -105,6 +105,7 @@ CAF_ADD_ATOM(asyncrl, asyncrl, link_atom, "link")
 CAF_ADD_ATOM(asyncrl, asyncrl, env_atom, "env")
 CAF_ADD_ATOM(asyncrl, asyncrl, due_atom, "due")
 CAF_ADD_ATOM(asyncrl, asyncrl, refill_atom, "refill")
+CAF_ADD_ATOM(asyncrl, asyncrl, started_atom, "started")
 
 namespace asyncrl {
 

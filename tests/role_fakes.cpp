@@ -90,6 +90,7 @@ queue_actor::behavior_type hooked_queue(queue_actor::pointer self,
       [h](refill_atom, int64_t filtered, int64_t replace) {
         if (h->refill) h->refill(filtered, replace);
       },
+      [](started_atom, int32_t, uint64_t, int64_t) {},
       [h](synced_atom, int64_t version) {
         if (h->synced) h->synced(version);
       },

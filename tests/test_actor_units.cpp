@@ -551,6 +551,125 @@ TEST(QueueUnit, CreditsAreSharedAcrossWorkers) {
   EXPECT_EQ(got->at(1), 2);
 }
 
+// stale_policy wait, eta = 1, B = 2. Group 0 began under policy 0, groups 1 and 2 under 1. At
+// trainer version 1 group 0 is at its last chance (at 2 it would be 2 > eta old): the first pull
+// of the step takes one young group and keeps a place; the second waits for group 0 and takes
+// it instead of group 2. With drop, the step takes 1 and 2 and group 0 is dropped at version 2
+// (the long response lost: the length bias).
+TEST(QueueUnit, WaitKeepsAPlaceForAGroupAtItsLastChanceAndWaitsForIt) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
+                       "async_training.max_staleness=1", "async_training.stale_policy=wait",
+                       "trainer.ppo_mini_batch_size=2"});
+  auto q = cs.track(
+      spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
+  auto granted = std::make_shared<int64_t>(-1);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{3})
+        .then([=](int64_t n) {
+          *granted = n;
+          self->send(q, started_atom::value, int32_t{0}, uint64_t{0}, int64_t{0});
+          self->send(q, started_atom::value, int32_t{0}, uint64_t{1}, int64_t{1});
+          self->send(q, started_atom::value, int32_t{0}, uint64_t{2}, int64_t{1});
+          self->send(q, put_atom::value, test::one_sample_group(1, 1));
+          self->send(q, put_atom::value, test::one_sample_group(2, 1));
+        });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return *granted >= 0; }, 0));
+  cs.sched().run();
+  ASSERT_EQ(*granted, 3);
+  auto pull = [&](int64_t max) {
+    auto out = std::make_shared<std::optional<delivery>>();
+    cs.sys().spawn([=](caf::event_based_actor* self) {
+      self->request(q, caf::infinite, pull_atom::value, int64_t{1}, int64_t{1}, max)
+          .then([=](delivery& d) { *out = std::move(d); });
+    });
+    return out;
+  };
+  auto first = pull(2);
+  cs.sched().run();
+  ASSERT_TRUE(first->has_value());
+  ASSERT_EQ((*first)->groups.size(), 1u);  // a place kept for group 0
+  EXPECT_EQ((*first)->groups[0].group_id, 1u);
+  auto second = pull(1);
+  cs.sched().run();
+  EXPECT_FALSE(second->has_value());  // group 2 is there, but the last place is group 0's
+  auto stats = std::make_shared<std::optional<queue_stats>>();
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(q, caf::infinite, stats_atom::value).then([=](queue_stats& s) { *stats = s; });
+  });
+  cs.sched().run();
+  ASSERT_TRUE(stats->has_value());
+  EXPECT_EQ((*stats)->pull_waiting_old, 1);
+  EXPECT_EQ((*stats)->stale_waits, 1);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->send(q, put_atom::value, test::one_sample_group(0, 0));
+  });
+  cs.sched().run();
+  ASSERT_TRUE(second->has_value());
+  ASSERT_EQ((*second)->groups.size(), 1u);
+  EXPECT_EQ((*second)->groups[0].group_id, 0u);  // the old one first, group 2 stays queued
+  EXPECT_EQ((*second)->stats.dropped_stale, 0);
+  EXPECT_EQ((*second)->stats.max_delivered_staleness, 1);
+  EXPECT_EQ((*second)->stats.depth, 1);
+  EXPECT_EQ((*second)->stats.received_tokens, 3);
+}
+
+// A pull waiting for groups at their last chance is released when their rollouter says it
+// stops (start version -1) or is declared lost; nothing waits on a group that will never come.
+TEST(QueueUnit, WaitIsReleasedByAStoppedOrLostRollouter) {
+  test::coordinated_system cs;
+  auto log = std::make_shared<log_t>();
+  auto env = tiny_env({"async_training.mode=fully_async", "async_training.staleness_threshold=3",
+                       "async_training.max_staleness=1", "async_training.stale_policy=wait",
+                       "trainer.ppo_mini_batch_size=2"});
+  auto q = cs.track(
+      spawn_message_queue(cs.sys(), queue_args{env, fake_controller(cs, log, {1}), {}, 0}));
+  // Two rollouter incarnations, each with one group begun under policy 0, and a young group 2.
+  auto a = std::make_shared<caf::actor_addr>(), b = std::make_shared<caf::actor_addr>();
+  auto rollouter = [&](uint64_t id, std::shared_ptr<caf::actor_addr> addr) {
+    cs.sys().spawn([=](caf::event_based_actor* self) {
+      *addr = self->address();
+      self->send(q, started_atom::value, int32_t(id), id, int64_t{0});
+    });
+  };
+  auto granted = std::make_shared<int64_t>(-1);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(q, caf::infinite, credit_atom::value, int32_t{0}, int64_t{3})
+        .then([=](int64_t n) { *granted = n; });
+  });
+  ASSERT_TRUE(cs.run_until([&] { return *granted >= 0; }, 0));
+  ASSERT_EQ(*granted, 3);
+  rollouter(0, a);
+  rollouter(1, b);
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->send(q, put_atom::value, test::one_sample_group(2, 1));
+  });
+  cs.sched().run();
+  auto got = std::make_shared<std::optional<delivery>>();
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(q, caf::infinite, pull_atom::value, int64_t{1}, int64_t{1}, int64_t{1})
+        .then([=](delivery& d) { *got = std::move(d); });
+  });
+  cs.sched().run();
+  EXPECT_FALSE(got->has_value());
+  // Rollouter a stops: its group will not be finished. Group 1 still holds the only place.
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->send(q, started_atom::value, int32_t{0}, uint64_t{0}, int64_t{-1});
+  });
+  cs.sched().run();
+  EXPECT_FALSE(got->has_value());
+  // Rollouter b is lost (the controller's message); its records go, and the pull is served.
+  cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->send(q, lost_atom::value, int32_t{1}, int64_t{0}, *b);
+  });
+  cs.sched().run();
+  ASSERT_TRUE(got->has_value());
+  ASSERT_EQ((*got)->groups.size(), 1u);
+  EXPECT_EQ((*got)->groups[0].group_id, 2u);
+}
+
 TEST(RewardUnit, AStopThatOvertakesQueuedGroupsStillCountsThem) {
   // The controller's stop used to overtake score messages still in the Reward's mailbox, so
   // generated != trained + dropped + in flight. A stop now names how many groups were sent and

@@ -481,5 +481,29 @@ TEST(Admission, RefillFreesTheFilteredGroupsEtaCapacity) {
   EXPECT_EQ(b.grant(10), 1);
 }
 
+// stale_policy wait. A group begun under policy `start` is at its last chance at trainer version
+// v when at v + 1 it would be over eta: v + 1 - start > eta. Catches the bound taken at v (one
+// version late: the group is already lost at v + 1) or at v - 1 (the trainer waits a step early).
+TEST(Admission, LastChanceIsTheLastVersionWithinEta) {
+  EXPECT_TRUE(last_chance(5, 3, 2));   // 6 - 3 = 3 > 2
+  EXPECT_FALSE(last_chance(5, 4, 2));  // 6 - 4 = 2: still fine at 6
+  EXPECT_FALSE(last_chance(4, 3, 2));
+  EXPECT_TRUE(last_chance(0, 0, 0));    // eta 0: every group must go in the step it began at
+  EXPECT_FALSE(last_chance(9, 0, -1));  // eta off
+}
+
+// A pull of at most `max` keeps one place per running group at its last chance, takes queued
+// ones at their last chance first, and fills the rest with younger groups.
+TEST(Admission, DeliverableKeepsAPlaceForEachGroupAtItsLastChance) {
+  // max, old queued, young queued, old running -> groups the pull may take now
+  EXPECT_EQ(deliverable_keeping_bound(4, 0, 3, 2), 2);  // 2 places kept
+  EXPECT_EQ(deliverable_keeping_bound(4, 1, 5, 1), 3);  // 1 old + 2 young, 1 kept
+  EXPECT_EQ(deliverable_keeping_bound(4, 0, 3, 0), 3);  // nothing old: as many as there are
+  EXPECT_EQ(deliverable_keeping_bound(1, 0, 3, 1), 0);  // the last place is kept: wait
+  EXPECT_EQ(deliverable_keeping_bound(2, 0, 3, 3), 0);  // more old running than places: wait
+  EXPECT_EQ(deliverable_keeping_bound(4, 6, 2, 1), 4);  // more old queued than places: max
+  EXPECT_EQ(deliverable_keeping_bound(4, 2, 0, 1), 2);  // the old queued do not wait
+}
+
 }  // namespace
 }  // namespace asyncrl

@@ -14,8 +14,8 @@ namespace asyncrl::test {
 
 /// The queue's counters, each a distinct value, the window vectors and strings non-empty.
 inline queue_stats make_queue_stats() {
-  return {101, 102, 103, 104, 105, 106, 107, 119,   120,  121,        108,
-          109, 110, 111, 112, 113, 114, 115, "eta", true, {116, 117}, {0, 118}};
+  return {101, 102, 103, 104, 105, 106, 107, 119, 120, 121,   108,  109,        110,
+          111, 112, 113, 122, 123, 124, 114, 115, 125, "eta", true, {116, 117}, {0, 118}};
 }
 
 /// Every field a distinct non-default value, so a field that inspect() leaves out comes back

@@ -288,6 +288,22 @@ TEST(Config, RolloutCorrectionKeys) {
       << msg;
 }
 
+// stale_policy wait keeps eta: without it (or outside fully_async, where eta is off) it would
+// do nothing, and the config says so, naming file, line and key.
+TEST(Config, StalePolicyWaitNeedsEta) {
+  auto msg = error_of("async_training:\n  mode: fully_async\n  stale_policy: wait\n");
+  EXPECT_TRUE(contains(msg, "c.yaml:3: key 'async_training.stale_policy'")) << msg;
+  EXPECT_TRUE(contains(msg, "max_staleness >= 0")) << msg;
+  msg = error_of("async_training:\n  stale_policy: wait\n  max_staleness: 1\n");
+  EXPECT_TRUE(contains(msg, "key 'async_training.stale_policy'")) << msg;  // periodic
+  EXPECT_EQ(error_of("async_training:\n  mode: fully_async\n  stale_policy: wait\n"
+                     "  max_staleness: 0\n"),
+            "");
+  auto lc = load_config("", {"async_training.mode=fully_async", "async_training.max_staleness=2",
+                             "async_training.stale_policy=wait"});
+  EXPECT_TRUE(make_schedule(schedule_params_from(lc->cfg)).admission.wait_for_stale);
+}
+
 // --- issue 10: choice keys are enums --------------------------------------------------------
 
 // Each spelling of `key`, in --describe's order, and the value it must parse to. Catches a
@@ -338,10 +354,12 @@ TEST(ConfigEnums, EveryNameRoundTrips) {
                            {{"sync", async_mode::sync},
                             {"periodic", async_mode::periodic},
                             {"fully_async", async_mode::fully_async}});
-  expect_names<stale_action>(
-      "async_training.stale_policy",
-      [](const run_config& c) { return c.async_training.stale_policy; },
-      {{"drop", stale_action::drop}, {"regenerate", stale_action::regenerate}});
+  expect_names<stale_action>("async_training.stale_policy",
+                             [](const run_config& c) { return c.async_training.stale_policy; },
+                             {{"drop", stale_action::drop},
+                              {"regenerate", stale_action::regenerate},
+                              {"wait", stale_action::wait}},
+                             {"async_training.mode=fully_async", "async_training.max_staleness=1"});
   expect_names<workload_lengths>("workload.lengths",
                                  [](const run_config& c) { return c.workload.lengths; },
                                  {{"model", workload_lengths::model},

@@ -93,9 +93,10 @@ void expect_same(const queue_stats& a, const queue_stats& b) {
   SAME(depth), SAME(running), SAME(received), SAME(delivered), SAME(dropped_stale),
       SAME(regenerated), SAME(abandoned), SAME(lost), SAME(restored), SAME(refilled),
       SAME(admitted_in_window), SAME(window_budget), SAME(carried), SAME(capacity),
-      SAME(published_version), SAME(max_delivered_staleness), SAME(credit_requests_waiting),
-      SAME(pull_waiting_min), SAME(admission_limit), SAME(held), SAME(window_granted),
-      SAME(window_carried);
+      SAME(published_version), SAME(max_delivered_staleness), SAME(received_tokens),
+      SAME(dropped_tokens), SAME(stale_waits), SAME(credit_requests_waiting),
+      SAME(pull_waiting_min), SAME(pull_waiting_old), SAME(admission_limit), SAME(held),
+      SAME(window_granted), SAME(window_carried);
 }
 
 void expect_same(const delivery& a, const delivery& b) {

@@ -352,6 +352,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
     ws.rollouter.temperature = 0.7;
     ws.rollouter.max_new_tokens = 99;
     ws.rollouter.partial_rollout = true;
+    ws.rollouter.report_starts = true;
     ws.rollouter.workload.median = 77;
     ws.rollouter.sync_delay_ms = 5;
     ws.rollouter.env_fault_every = 7;
@@ -372,7 +373,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.type(console_request{static_cast<int32_t>(console_cmd::set), {"trainer.lr", "1e-5"}, true});
   s.type(console_reply{true, "", "{\"key\": \"trainer.lr\", \"effective_step\": 17}"});
   s.type(live_settings{0.5, 2, 3, 1.5e-5, 10, 20});
-  s.type(admission_params{12, 0.25, 4, 3, 40});
+  s.type(admission_params{12, 0.25, 4, 3, 40, true});
   s.type(std::vector<int64_t>{-1, 0, 1LL << 40});
   s.type(trainer_status{trainer_phase::interrupted, 1LL << 40});
   s.type(sync_status{sync_activity::syncing, (1LL << 41) + 5});
@@ -394,6 +395,7 @@ sample_list make_samples(const caf::actor& local, const caf::actor& remote) {
   s.message(settle_atom::value, local.address(), int32_t{4});
   s.message(credit_atom::value, int32_t{4}, int64_t{2});
   s.message(abandon_atom::value, int32_t{4}, int64_t{1});
+  s.message(started_atom::value, int32_t{4}, uint64_t{21}, int64_t{3});
   s.message(put_atom::value, make_group(20));
   s.message(score_atom::value, make_group(21));
   s.message(progress_atom::value,

@@ -205,7 +205,9 @@ TEST_P(FullyAsyncResume, EveryPromptIsTrainedOrDroppedExactlyOnce) {
   expect_steps_once(r.metrics, 8);
   auto l = read_ledger(d.dir.path().string());
   expect_each_prompt_once(l);
-  EXPECT_EQ(static_cast<int64_t>(l.trained.size()), r.result.groups_trained);
+  // The ledger's "trained" holds the filtered groups too (consumed, never trained).
+  EXPECT_EQ(static_cast<int64_t>(l.trained.size()),
+            r.result.groups_trained + r.result.groups_filtered);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -220,7 +222,37 @@ INSTANTIATE_TEST_SUITE_P(
                           "async_training.mode=fully_async", "async_training.staleness_threshold=2",
                           "async_training.max_staleness=1",
                           "async_training.stale_policy=regenerate", "trainer.ppo_mini_batch_size=2",
-                          "async_training.require_batches=2"}));
+                          "async_training.require_batches=2"},
+                      // Refills owed across a checkpoint: each filtered group still has its
+                      // replacement after the resume, and is counted once.
+                      std::vector<std::string>{
+                          "async_training.mode=fully_async", "async_training.staleness_threshold=1",
+                          "async_training.max_staleness=1", "trainer.ppo_mini_batch_size=2",
+                          "algorithm.filter_groups=true", "algorithm.refill=true"},
+                      // stale_policy wait: the starts of the groups in flight at the interrupt
+                      // are gone with them; the resumed queue waits for none of them.
+                      std::vector<std::string>{
+                          "async_training.mode=fully_async", "async_training.staleness_threshold=2",
+                          "async_training.partial_rollout=true", "async_training.max_staleness=1",
+                          "async_training.stale_policy=wait", "trainer.ppo_mini_batch_size=2"}));
+
+// Refill in the on-policy mode resumes exactly: the refills a step asked for before the
+// interrupt are asked for again after it, from the same prompt stream positions.
+TEST(Resume, PeriodicWithRefillInterruptedEndsBitwiseEqual) {
+  auto cfg = tiny_run_config(learning({"async_training.mode=periodic",
+                                       "algorithm.filter_groups=true", "algorithm.refill=true"}))
+                 ->cfg;
+  auto ref = run_coordinated(cfg);
+  ASSERT_TRUE(ref.result.ok) << ref.result.error;
+  ASSERT_GT(ref.result.trainer.filtered, 0) << "nothing filtered: refill was not exercised";
+  run_dir d;
+  int64_t resumes = 0;
+  auto o = interrupted_run(cfg, d, {2, 4}, &resumes);
+  ASSERT_TRUE(o.result.ok) << o.result.error;
+  EXPECT_EQ(differing(o.result, ref.result), 0u);
+  expect_nothing_lost(o.result);
+  expect_each_prompt_once(read_ledger(d.dir.path().string()));
+}
 
 TEST(Supervision, KilledRollouterIsRestartedAndThePeriodicRunIsUnchanged) {
   // A rollouter dies after every step; its unfinished prompts are generated again with their

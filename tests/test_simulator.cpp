@@ -91,6 +91,38 @@ TEST(Simulator, FullyAsyncRespectsEtaAndPartialRolloutsMixVersions) {
   EXPECT_EQ(again.interruptions, r.interruptions);
 }
 
+// The staleness drop's length bias, and stale_policy wait without it, on the same long-tailed
+// workload: drop loses groups, and the trained responses are shorter than the generated ones;
+// wait loses none, keeps eta in every step, and trains what was generated.
+TEST(Simulator, StalePolicyWaitRemovesTheLengthBiasOfDrop) {
+  const std::vector<std::string> base{"async_training.mode=fully_async",
+                                      "async_training.staleness_threshold=1",
+                                      "async_training.partial_rollout=true",
+                                      "async_training.max_staleness=1",
+                                      "trainer.ppo_mini_batch_size=1",
+                                      "trainer.total_steps=200",
+                                      "workload.lengths=lognormal",
+                                      "workload.median=8",
+                                      "workload.sigma=1",
+                                      "workload.max=64",
+                                      "rollout.max_new_tokens=64",
+                                      "rollout.max_batch=4"};
+  auto with = [&](const char* policy) {
+    auto o = base;
+    o.push_back(std::string("async_training.stale_policy=") + policy);
+    return simulate(small(o));
+  };
+  auto drop = with("drop");
+  ASSERT_GT(drop.groups_dropped, 0) << "nothing over eta: the workload does not exercise it";
+  EXPECT_LT(drop.len_trained, 0.9 * drop.len_generated);
+  auto wait = with("wait");
+  EXPECT_EQ(wait.groups_dropped, 0);
+  EXPECT_GT(wait.stale_waits, 0);
+  for (auto& s : wait.steps)
+    EXPECT_LE(s.staleness_max, 1);
+  EXPECT_NEAR(wait.len_trained / wait.len_generated, 1.0, 0.05);
+}
+
 TEST(Simulator, OnPolicyModesNeverTrainStale) {
   for (auto mode : {"sync", "periodic"}) {
     auto r = simulate(small({std::string("async_training.mode=") + mode, "trainer.total_steps=6",

@@ -48,6 +48,7 @@ nlohmann::ordered_json summarize(const run_result& r) {
           {"tokens_trained", r.tokens_trained},
           {"syncs", r.syncs},
           {"wall_time_s", r.wall_time_s},
+          {"train_time_s", r.train_time_s},  // the first prompt to the last step
           {"rollouters", rollouters},
           {"reward",
            {{"received", r.reward.received},
@@ -75,7 +76,12 @@ nlohmann::ordered_json summarize(const run_result& r) {
             {"abandoned", r.queue.abandoned},
             {"lost", r.queue.lost},
             {"restored", r.queue.restored},
-            {"max_delivered_staleness", r.queue.max_delivered_staleness}}},
+            {"max_delivered_staleness", r.queue.max_delivered_staleness},
+            // The length bias of staleness drops: mean response length of what was generated
+            // (received) against what was dropped; stale_waits: stale_policy wait's holds.
+            {"received_tokens", r.queue.received_tokens},
+            {"dropped_tokens", r.queue.dropped_tokens},
+            {"stale_waits", r.queue.stale_waits}}},
           {"trainer",
            {{"deliveries", r.trainer.deliveries},
             {"received", r.trainer.received},
@@ -149,6 +155,9 @@ nlohmann::ordered_json simulate_line(const sim_params& p, const sim_result& r, b
                            {"tokens_trained_per_s", r.tokens_per_s},
                            {"groups_generated", r.groups_generated},
                            {"groups_dropped", r.groups_dropped},
+                           {"len_generated", r.len_generated},
+                           {"len_trained", r.len_trained},
+                           {"stale_waits", r.stale_waits},
                            {"syncs", r.syncs},
                            {"interruptions", r.interruptions}};
   if (per_step) {

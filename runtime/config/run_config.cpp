@@ -251,7 +251,9 @@ void bind_async_training(config_schema& s, async_section& async_training) {
   s.add("async_training.max_staleness", &at.max_staleness,
         "eta of AReaL: admission and delivery bound on staleness; -1 = off", int_at_least(-1));
   s.add_enum("async_training.stale_policy", &at.stale_policy,
-             "a group over eta at delivery is dropped, or its prompt is generated again");
+             "how eta is kept: a group over it at delivery is dropped, or its prompt generated "
+             "again; wait: the trainer waits for running groups at their last chance, none is "
+             "dropped (no length bias)");
   s.add("async_training.queue_capacity", &at.queue_capacity,
         "groups admitted and not yet trained; 0 = (1 + s) * k * R + 2 * R", non_negative_int());
   s.add("async_training.sync_timeout_ms", &at.sync_timeout_ms,
@@ -674,6 +676,11 @@ void cross_check(const loaded_config& lc) {
              std::to_string(window_steps - 1) +
              "): the last step of a sync window trains on groups that many versions old, so a "
              "smaller eta drops every one of them and the run cannot progress");
+  if (at.stale_policy == stale_action::wait &&
+      (at.mode != async_mode::fully_async || at.max_staleness < 0))
+    fail("async_training.stale_policy",
+         "wait keeps the bound async_training.max_staleness: it needs mode=fully_async and "
+         "max_staleness >= 0");
   // The trainer waits for a whole batch (sync) or a whole local update (require_batches > 1):
   // a queue that cannot hold it never fills.
   const int64_t whole = at.mode == async_mode::sync ? c.data.train_batch_size

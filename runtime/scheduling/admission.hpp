@@ -20,6 +20,9 @@ struct admission_params {
   int64_t consumer_batch = 1;        // B of AReaL: groups per optimizer step
   int64_t max_staleness = -1;        // eta; -1 = off
   int64_t capacity = 1;              // running + queued never exceeds this
+  // async_training.stale_policy == wait: a pull keeps room for the running groups that the
+  // trainer's next version would make too stale, and waits for them (docs/algorithms.md §14).
+  bool wait_for_stale = false;
 };
 
 /// Counters in groups. "running" = admitted, not yet in the queue (generating, partial, or
@@ -88,6 +91,25 @@ class admission_control {
 /// version - oldest > eta. eta < 0: the rule is off.
 inline bool over_staleness_bound(int64_t version, int64_t oldest, int64_t eta) {
   return eta >= 0 && version - oldest > eta;
+}
+
+/// A group that began when the rollouters had policy `start` must be trained at trainer version
+/// `version` or never (stale_policy wait): at version + 1 its oldest token, generated at
+/// `start` or later, may be more than eta versions old.
+inline bool last_chance(int64_t version, int64_t start, int64_t eta) {
+  return over_staleness_bound(version + 1, start, eta);
+}
+
+/// stale_policy wait: how many groups a pull at most `max` may take now. `old_queued` queued
+/// groups are at their last chance (they go first), `young_queued` are not, and `old_running`
+/// groups at their last chance are still generating: the pull keeps a place for each of them
+/// rather than fill the step with younger ones and leave them to be dropped. 0: wait.
+inline int64_t deliverable_keeping_bound(int64_t max, int64_t old_queued, int64_t young_queued,
+                                         int64_t old_running) {
+  const int64_t old = old_queued < max ? old_queued : max;
+  int64_t young = max - old_queued - old_running;
+  young = young < 0 ? 0 : (young > young_queued ? young_queued : young);
+  return old + young;
 }
 
 /// Erases, in order, the groups of `queue` over the staleness bound at `version`, calling

@@ -29,13 +29,16 @@ constexpr const auto& enum_names(async_mode) {
   return async_mode_names;
 }
 
-/// async_training.stale_policy: what happens to a group over eta at delivery.
+/// async_training.stale_policy: how eta is kept (docs/algorithms.md §14).
 enum class stale_action {
-  drop,        // counted and discarded
+  drop,        // a group over eta at delivery is counted and discarded
   regenerate,  // discarded, and its prompt is generated again
+  wait,        // the trainer waits for running groups at their last chance: none is over eta
 };
 inline constexpr enum_name<stale_action> stale_action_names[] = {
-    {stale_action::drop, "drop"}, {stale_action::regenerate, "regenerate"}};
+    {stale_action::drop, "drop"},
+    {stale_action::regenerate, "regenerate"},
+    {stale_action::wait, "wait"}};
 constexpr const auto& enum_names(stale_action) {
   return stale_action_names;
 }
@@ -49,7 +52,7 @@ struct async_section {
   int64_t require_batches = 1;
   bool partial_rollout = false;
   int64_t max_staleness = -1;                      // eta; -1 = off
-  stale_action stale_policy = stale_action::drop;  // a group over eta at delivery
+  stale_action stale_policy = stale_action::drop;  // how eta is kept
   int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
   int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
   int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)

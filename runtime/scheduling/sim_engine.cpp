@@ -105,6 +105,7 @@ class event_simulation {
     }
     for (int64_t g = 0; g < n; ++g) {
       const uint64_t id = next_group_++;
+      starts_[id] = d.version;
       auto& gs = groups_[id];
       gs.remaining = p_.plan.group_size;
       for (int64_t k = 0; k < p_.plan.group_size; ++k)
@@ -225,6 +226,11 @@ class event_simulation {
   // The queue and the trainer ----------------------------------------------------------------
 
   void on_group_queued(uint64_t id) {
+    starts_.erase(id);
+    for (const auto& s : groups_[id].samples) {
+      finished_tokens_ += s.tokens;
+      ++finished_samples_;
+    }
     adm_.on_put();
     queue_.push_back(id);
     try_trainer();
@@ -263,15 +269,18 @@ class event_simulation {
   bool take_from_queue() {
     const auto& plan = p_.plan;
     const int64_t need = plan.wait_for_batch ? plan.groups_per_sync : 1;
-    if (static_cast<int64_t>(queue_.size()) < need) {
+    const int64_t take =
+        plan.wait_for_batch ? plan.groups_per_sync : deliverable(plan.groups_per_step - in_step_);
+    if (static_cast<int64_t>(queue_.size()) < need || take < need) {
+      if (take < need && static_cast<int64_t>(queue_.size()) >= need && !holding_for_old_) {
+        holding_for_old_ = true;
+        ++stale_waits_;
+      }
       if (idle_since_ < 0) idle_since_ = now_;
       serve_credits();
       return false;
     }
-    const int64_t take = plan.wait_for_batch
-                             ? plan.groups_per_sync
-                             : std::min<int64_t>(static_cast<int64_t>(queue_.size()),
-                                                 plan.groups_per_step - in_step_);
+    holding_for_old_ = false;
     for (int64_t k = 0; k < take; ++k) {
       buffer_.push_back(queue_.front());
       queue_.pop_front();
@@ -281,6 +290,23 @@ class event_simulation {
     return true;
   }
 
+  // How many queued groups the trainer may take, at most `max`: all of them, or under
+  // stale_policy wait those at their last chance first, keeping a place for each one still
+  // generating (the queue actor's rule, runtime/scheduling/admission.hpp).
+  int64_t deliverable(int64_t max) {
+    const auto n = static_cast<int64_t>(queue_.size());
+    const int64_t eta = p_.plan.admission.max_staleness;
+    if (!p_.plan.admission.wait_for_stale || eta < 0) return std::min(n, max);
+    auto young = std::stable_partition(queue_.begin(), queue_.end(), [&](uint64_t id) {
+      return last_chance(version_, oldest(id), eta);
+    });
+    const auto old_queued = static_cast<int64_t>(young - queue_.begin());
+    int64_t old_running = 0;
+    for (const auto& [id, start] : starts_)
+      old_running += last_chance(version_, start, eta) ? 1 : 0;
+    return deliverable_keeping_bound(max, old_queued, n - old_queued, old_running);
+  }
+
   // Trains on the buffer's first group; the step's optimizer step follows its last group.
   void train_one_group() {
     const auto& plan = p_.plan;
@@ -288,8 +314,11 @@ class event_simulation {
     buffer_.pop_front();
     double tokens = 0;  // padded response tokens the trainer computes for this group
     const auto& samples = groups_[id].samples;
-    for (auto& s : samples)
+    for (auto& s : samples) {
       tokens += micro_.add(s.tokens);
+      trained_tokens_ += s.tokens;
+      ++trained_samples_;
+    }
     account_group(step_acc_, samples, version_);
     groups_.erase(id);
     if (p_.micro_batch > 0 && p_.group_aligned) tokens += micro_.flush();
@@ -395,6 +424,9 @@ class event_simulation {
         summarize_steps(steps_, now_, p_.warmup_steps, busy, static_cast<int64_t>(devices_.size()));
     r.groups_generated = generated_;
     r.groups_dropped = dropped_;
+    r.len_generated = finished_samples_ ? double(finished_tokens_) / double(finished_samples_) : 0;
+    r.len_trained = trained_samples_ ? double(trained_tokens_) / double(trained_samples_) : 0;
+    r.stale_waits = stale_waits_;
     r.syncs = syncs_;
     r.interruptions = interruptions_;
     r.trainer_busy_ms = trainer_busy_ms_;
@@ -426,6 +458,10 @@ class event_simulation {
   int64_t sync_version_ = 0, pending_sync_ = -1;
   int64_t paused_count_ = 0;
   int64_t generated_ = 0, dropped_ = 0, syncs_ = 0, interruptions_ = 0;
+  std::map<uint64_t, int64_t> starts_;  // running group -> its device's version when granted
+  int64_t finished_tokens_ = 0, finished_samples_ = 0, trained_tokens_ = 0, trained_samples_ = 0;
+  int64_t stale_waits_ = 0;
+  bool holding_for_old_ = false;
 };
 
 }  // namespace

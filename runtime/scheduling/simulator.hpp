@@ -63,6 +63,10 @@ struct sim_result {
   double rollout_idle_ratio = 0;
   double tokens_per_s = 0;  // trained, after warm-up
   int64_t groups_generated = 0, groups_dropped = 0, syncs = 0, interruptions = 0;
+  // Mean response length (tokens) of the groups that finished generation and of the groups
+  // trained: a staleness drop that prefers long responses shows as len_trained < len_generated.
+  double len_generated = 0, len_trained = 0;
+  int64_t stale_waits = 0;  // stale_policy wait: times the trainer waited for an old group
   // Busy time of the trainer and of all rollout devices together, and the part of each that
   // started while the other phase was busy (and so ran at the contended cost), whole run.
   double trainer_busy_ms = 0, trainer_overlap_ms = 0;
