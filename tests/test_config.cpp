@@ -288,20 +288,20 @@ TEST(Config, RolloutCorrectionKeys) {
       << msg;
 }
 
-// stale_policy wait keeps eta: without it (or outside fully_async, where eta is off) it would
-// do nothing, and the config says so, naming file, line and key.
-TEST(Config, StalePolicyWaitNeedsEta) {
-  auto msg = error_of("async_training:\n  mode: fully_async\n  stale_policy: wait\n");
-  EXPECT_TRUE(contains(msg, "c.yaml:3: key 'async_training.stale_policy'")) << msg;
-  EXPECT_TRUE(contains(msg, "max_staleness >= 0")) << msg;
-  msg = error_of("async_training:\n  stale_policy: wait\n  max_staleness: 1\n");
-  EXPECT_TRUE(contains(msg, "key 'async_training.stale_policy'")) << msg;  // periodic
-  EXPECT_EQ(error_of("async_training:\n  mode: fully_async\n  stale_policy: wait\n"
-                     "  max_staleness: 0\n"),
-            "");
-  auto lc = load_config("", {"async_training.mode=fully_async", "async_training.max_staleness=2",
-                             "async_training.stale_policy=wait"});
-  EXPECT_TRUE(make_schedule(schedule_params_from(lc->cfg)).admission.wait_for_stale);
+// stale_policy wait is the default and acts only where eta does (fully_async): the schedule
+// asks the queue to wait, and the rollouters to report their groups' starts, only there.
+// Catches a default flipped back to drop and a wait switched on in the on-policy modes.
+TEST(Config, StalePolicyWaitIsTheDefaultAndActsInFullyAsyncOnly) {
+  auto plan = [](const std::vector<std::string>& o) {
+    return make_schedule(schedule_params_from(load_config("", o)->cfg)).admission;
+  };
+  EXPECT_EQ(load_config("", {})->cfg.async_training.stale_policy, stale_action::wait);
+  EXPECT_FALSE(plan({}).wait_for_stale);  // periodic
+  EXPECT_TRUE(
+      plan({"async_training.mode=fully_async", "async_training.max_staleness=2"}).wait_for_stale);
+  EXPECT_FALSE(plan({"async_training.mode=fully_async", "async_training.max_staleness=2",
+                     "async_training.stale_policy=drop"})
+                   .wait_for_stale);
 }
 
 // --- issue 10: choice keys are enums --------------------------------------------------------
@@ -401,7 +401,7 @@ TEST(ConfigEnums, DefaultsAreSpelledAsBefore) {
   const std::vector<std::pair<std::string, std::string>> want{
       {"model.init.arch", "qwen2"},         {"sft.schedule", "cosine"},
       {"trainer.lr_schedule", "constant"},  {"reward.function", "math"},
-      {"async_training.mode", "periodic"},  {"async_training.stale_policy", "drop"},
+      {"async_training.mode", "periodic"},  {"async_training.stale_policy", "wait"},
       {"workload.lengths", "model"},        {"algorithm.adv_estimator", "grpo"},
       {"algorithm.loss", "grpo"},           {"algorithm.prox_logp", "recompute"},
       {"algorithm.loss_agg", "token-mean"}, {"trainer.precision", "float32"}};

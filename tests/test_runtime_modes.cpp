@@ -164,10 +164,11 @@ INSTANTIATE_TEST_SUITE_P(
             {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
              "async_training.partial_rollout=true", "trainer.ppo_mini_batch_size=2",
              "algorithm.loss=decoupled", "trainer.micro_batch_tokens=50", "trainer.total_steps=4"}},
-        mode_case{"eta_drop",
-                  {"async_training.mode=fully_async", "async_training.staleness_threshold=2",
-                   "async_training.max_staleness=0", "trainer.ppo_mini_batch_size=1",
-                   "algorithm.loss=decoupled", "trainer.total_steps=5"}},
+        mode_case{
+            "eta_drop",
+            {"async_training.mode=fully_async", "async_training.staleness_threshold=2",
+             "async_training.max_staleness=0", "async_training.stale_policy=drop",
+             "trainer.ppo_mini_batch_size=1", "algorithm.loss=decoupled", "trainer.total_steps=5"}},
         mode_case{
             "eta_regenerate",
             {"async_training.mode=fully_async", "async_training.staleness_threshold=2",
@@ -508,10 +509,17 @@ INSTANTIATE_TEST_SUITE_P(
                   {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
                    "async_training.partial_rollout=true", "trainer.ppo_mini_batch_size=2",
                    "algorithm.loss=decoupled"}},
-        mode_case{"eta_drop",
-                  {"async_training.mode=fully_async", "async_training.staleness_threshold=2",
-                   "async_training.max_staleness=0", "trainer.ppo_mini_batch_size=1",
-                   "algorithm.loss=decoupled", "trainer.total_steps=4"}}),
+        mode_case{
+            "eta_drop",
+            {"async_training.mode=fully_async", "async_training.staleness_threshold=2",
+             "async_training.max_staleness=0", "async_training.stale_policy=drop",
+             "trainer.ppo_mini_batch_size=1", "algorithm.loss=decoupled", "trainer.total_steps=4"}},
+        mode_case{"eta_wait_partial",
+                  {"async_training.mode=fully_async", "async_training.staleness_threshold=1",
+                   "async_training.partial_rollout=true", "async_training.max_staleness=1",
+                   "async_training.stale_policy=wait", "rollout.num_workers=2",
+                   "trainer.ppo_mini_batch_size=2", "algorithm.loss=decoupled",
+                   "trainer.total_steps=4"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // The bound: with every group filtered (the math reward scores the random model 0), each step

@@ -676,11 +676,6 @@ void cross_check(const loaded_config& lc) {
              std::to_string(window_steps - 1) +
              "): the last step of a sync window trains on groups that many versions old, so a "
              "smaller eta drops every one of them and the run cannot progress");
-  if (at.stale_policy == stale_action::wait &&
-      (at.mode != async_mode::fully_async || at.max_staleness < 0))
-    fail("async_training.stale_policy",
-         "wait keeps the bound async_training.max_staleness: it needs mode=fully_async and "
-         "max_staleness >= 0");
   // The trainer waits for a whole batch (sync) or a whole local update (require_batches > 1):
   // a queue that cannot hold it never fills.
   const int64_t whole = at.mode == async_mode::sync ? c.data.train_batch_size

@@ -51,8 +51,10 @@ struct async_section {
   int64_t trigger_parameter_sync_step = 1;  // k
   int64_t require_batches = 1;
   bool partial_rollout = false;
-  int64_t max_staleness = -1;                      // eta; -1 = off
-  stale_action stale_policy = stale_action::drop;  // how eta is kept
+  int64_t max_staleness = -1;  // eta; -1 = off
+  // How eta is kept. wait: no finished group is dropped, so none is lost and long responses are
+  // not trained less often than short ones (docs/benchmarks.md: the bias and the throughput).
+  stale_action stale_policy = stale_action::wait;
   int64_t queue_capacity = 0;         // groups admitted and not yet trained; 0 = automatic
   int64_t sync_timeout_ms = 120000;   // watchdog of one weight sync
   int64_t drain_timeout_ms = 600000;  // bound of a pause that drains (no partial rollout)

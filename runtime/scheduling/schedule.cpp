@@ -27,7 +27,7 @@ schedule_plan make_schedule(const schedule_params& sp) {
   a.staleness_threshold = at.mode == async_mode::fully_async ? at.staleness_threshold : 0.0;
   a.consumer_batch = p.groups_per_step;
   a.max_staleness = at.mode == async_mode::fully_async ? at.max_staleness : -1;
-  a.wait_for_stale = at.stale_policy == stale_action::wait;
+  a.wait_for_stale = at.mode == async_mode::fully_async && at.stale_policy == stale_action::wait;
   a.capacity = at.queue_capacity > 0
                    ? at.queue_capacity
                    : static_cast<int64_t>(std::ceil((1.0 + a.staleness_threshold) * a.window)) +
