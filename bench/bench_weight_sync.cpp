@@ -43,6 +43,7 @@ queue_actor fake_queue(caf::actor_system& sys) {
         [](put_atom, scored_group&) {},
         [](pull_atom, int64_t, int64_t, int64_t) -> delivery { return {}; },
         [](refill_atom, int64_t, int64_t) {},
+        [](started_atom, int32_t, uint64_t, int64_t) {},
         [](synced_atom, int64_t) {},
         [](lost_atom, int32_t, int64_t, caf::actor_addr&) {},
         [](snapshot_atom) -> delivery { return {}; },
