@@ -13,6 +13,7 @@ rollouter_params rollouter_params_from(const run_config& cfg, const schedule_pla
   p.device = rollout_device(ro, cfg.runtime);
   p.devices = ro.devices;
   p.dtype = ro.dtype;
+  p.batch_invariant = ro.batch_invariant;
   p.group_size = plan.group_size;
   p.temperature = ro.temperature;
   p.top_k = ro.top_k;

@@ -728,6 +728,7 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   // model's compute dtype); the snapshots arrive in bf16 already and are aliased on the CPU.
   if (rollout_weights_dtype(rp) == weight_dtype::bf16) cast_parameters(*model, torch::kBFloat16);
   model->eval();
+  model->batch_invariant = rp.batch_invariant;
   st.model = model.ptr();
   load_snapshot(*st.model, st.args.initial, /*alias=*/true);
   st.weights = st.args.initial;

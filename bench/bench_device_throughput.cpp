@@ -2,11 +2,11 @@
 // bf16: tokens/s, model TFLOP/s, MFU against the device's measured bf16 matmul peak, and peak
 // memory. bench/device_compare.py runs it next to plain PyTorch and HF generate() and an end-to-
 // end fully async run, and prints the ratios.
-//   build/bench/bench_device_throughput [--device cuda|cpu] [--shape qwen2.5-0.5b|small]
+//   build/bench/bench_device_throughput [--device cuda|cpu] [--shape qwen2.5-0.5b|demo|small]
 //       [--batch B] [--prompt P] [--new-tokens N] [--micro-batch M] [--micro-batch-tokens T]
 //       [--steps S] [--reps R] [--precisions float32,bf16] [--matmul 8192] [--cuda-graphs 1]
 //       [--objectives policy_only,rl] [--skip-generation] [--activation-checkpointing 0]
-//       [--op-histogram] [--out FILE]
+//       [--batch-invariant 0] [--op-histogram] [--out FILE]
 // Defaults: on CUDA (when present) the Qwen2.5-0.5B body (hidden 896, 24 layers, 14/2 heads,
 // MLP 4864, vocab 100, tied), batch 128 x (16 prompt + 48 new) tokens; on the CPU a small shape
 // (hidden 64, 2 layers) at batch 8 x (8 + 8), so that CI runs it in seconds.
@@ -25,6 +25,9 @@
 // benchmark's shape in seconds (operator counts do not depend on the widths).
 // Tokens are every position through the forward: batch * (prompt + new), as a plain LM step
 // counts them. FLOPs leave attention scores out (small at these lengths), as the usual 6 N does.
+// --batch-invariant 1: both sides with rollout.batch_invariant (the batch-invariant CPU kernels;
+// the trainer's forward runs twice, invariant for the values and default for the gradient), to
+// measure what the mode costs against a run without it.
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -54,7 +57,8 @@ struct options {
   int64_t vocab = 100, batch = 0, prompt = 0, new_tokens = 0, micro = 0, group = 8;
   int64_t micro_tokens = 0;
   bool cuda_graphs = true;
-  bool checkpointing = false;  // trainer.activation_checkpointing
+  bool checkpointing = false;    // trainer.activation_checkpointing
+  bool batch_invariant = false;  // rollout.batch_invariant
   int steps = 3, reps = 2, matmul = 0;
   std::vector<std::string> precisions;
 };
@@ -77,12 +81,15 @@ model_config shape_config(const options& o) {
   } else if (o.shape == "ops-proxy") {
     c.hidden_size = 56, c.intermediate_size = 64, c.num_hidden_layers = 24;
     c.num_attention_heads = 14, c.num_key_value_heads = 2, c.head_dim = 4;
+  } else if (o.shape == "demo") {  // configs/demo.yaml's model (vocab 100: the char tokenizer)
+    c.hidden_size = 128, c.intermediate_size = 384, c.num_hidden_layers = 4;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 32;
   } else if (o.shape == "small") {
     c.hidden_size = 64, c.intermediate_size = 192, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16;
   } else {
     throw std::invalid_argument(
-        "--shape must be qwen2.5-0.5b, qwen2.5-1.5b, ops-proxy or small, not " + o.shape);
+        "--shape must be qwen2.5-0.5b, qwen2.5-1.5b, ops-proxy, demo or small, not " + o.shape);
   }
   c.validate("--shape " + o.shape);
   return c;
@@ -216,6 +223,7 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
   p.use_rollout_logprobs = policy_only;
   p.compute_ref = !policy_only;
   p.activation_checkpointing = o.checkpointing;
+  p.batch_invariant = o.batch_invariant;
   policy_trainer t(init_causal_lm(cfg, 0.02, 1, dev), p);
   std::vector<const scored_sample*> all;
   for (auto& x : samples)
@@ -272,6 +280,7 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
   if (bf16) cast_parameters(*model, torch::kBFloat16);
   load_snapshot(*model, snapshot_weights(*master, 0), /*alias=*/false);
   model->eval();
+  model->batch_invariant = o.batch_invariant;
   master = CausalLM(nullptr);
   auto samples = synthetic_samples(o);  // their prompts
   generator_stats last_stats;
@@ -404,6 +413,7 @@ int main(int argc, char** argv) {
   o.micro_tokens = std::stoll(bench::arg(argc, argv, "--micro-batch-tokens", big ? "8192" : "0"));
   o.cuda_graphs = bench::arg(argc, argv, "--cuda-graphs", "1") != "0";
   o.checkpointing = bench::arg(argc, argv, "--activation-checkpointing", "0") != "0";
+  o.batch_invariant = bench::arg(argc, argv, "--batch-invariant", "0") != "0";
   o.steps = std::stoi(bench::arg(argc, argv, "--steps", "3"));
   o.reps = std::stoi(bench::arg(argc, argv, "--reps", "2"));
   o.matmul = std::stoi(bench::arg(argc, argv, "--matmul", big ? "8192" : "512"));
@@ -460,6 +470,7 @@ int main(int argc, char** argv) {
                            {"micro_batch_tokens", o.micro_tokens},
                            {"cuda_graphs", o.cuda_graphs},
                            {"activation_checkpointing", o.checkpointing},
+                           {"batch_invariant", o.batch_invariant},
                            {"matmul_peak_tflops", peak},
                            {"trainer", trainer},
                            {"generation", gen},

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Rollout correction on the demo (issue 39 item 5, docs/algorithms.md §18): from one warm start,
-RL with bf16 rollouts and a float32 trainer under each --variants (no correction, TIS, MIS, ...)
+RL with bf16 rollouts and a float32 trainer under each --variants (no correction, TIS, MIS, ...;
+or one precision on both sides with the default or the batch-invariant kernels, §19)
 for each --configs and --seeds, and per run the greedy test accuracy before and after, the
 mismatch and correction metrics averaged over the steps, and the mean response length of the
 groups generated and trained (the staleness length bias, item 3).
@@ -29,6 +30,11 @@ VARIANTS = {
     "mis": ["algorithm.rollout_correction.rs=token", "algorithm.rollout_correction.rs_threshold=2"],
     "mis_geo": ["algorithm.rollout_correction.rs=geometric",
                 "algorithm.rollout_correction.rs_threshold=1.05"],
+    # One precision on both sides (item 4): the default kernels, then the batch-invariant ones.
+    "float32": ["rollout.dtype=float32"],
+    "batch_invariant": ["rollout.dtype=float32", "rollout.batch_invariant=true"],
+    "bf16_both": ["trainer.precision=bf16"],
+    "batch_invariant_bf16": ["trainer.precision=bf16", "rollout.batch_invariant=true"],
 }
 MEANS = ["mismatch_abs_mean", "mismatch_kl_k3", "rc_kl_k3", "rc_weight_mean",
          "rc_truncated_frac", "rc_rejected_frac", "staleness_max"]

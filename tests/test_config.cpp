@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "actors/role_params.hpp"
 #include "runtime/config/params.hpp"
 #include "runtime/config/run_config.hpp"
 #include "tests/test_util.hpp"
@@ -302,6 +303,26 @@ TEST(Config, StalePolicyWaitIsTheDefaultAndActsInFullyAsyncOnly) {
   EXPECT_FALSE(plan({"async_training.mode=fully_async", "async_training.max_staleness=2",
                      "async_training.stale_policy=drop"})
                    .wait_for_stale);
+}
+
+// rollout.batch_invariant promises equal bits: it refuses two precisions (which can never
+// agree) and a GPU (no CUDA kernels), naming the key and line; one precision on the CPU loads
+// and reaches both the rollouter and the trainer. Catches a check on the wrong key, a bf16
+// trainer accepted against float32 rollouts, and a flag that reaches one side only.
+TEST(Config, BatchInvariantNeedsOnePrecisionOnTheCpuAndReachesBothSides) {
+  auto e = error_of("rollout:\n  batch_invariant: true\n  dtype: bf16\n");
+  EXPECT_TRUE(contains(e, "c.yaml:2") && contains(e, "'rollout.batch_invariant'") &&
+              contains(e, "one precision"))
+      << e;
+  e = error_of("rollout:\n  batch_invariant: true\n", {"trainer.device=cuda"});
+  EXPECT_TRUE(contains(e, "CPU kernels only")) << e;
+  EXPECT_EQ(
+      error_of("rollout:\n  batch_invariant: true\n  dtype: bf16\n", {"trainer.precision=bf16"}),
+      "");
+  auto lc = load_config("", {"rollout.batch_invariant=true"});
+  EXPECT_TRUE(policy_trainer_params_from(lc->cfg).batch_invariant);
+  EXPECT_TRUE(make_role_params(lc->cfg).rollouter.batch_invariant);
+  EXPECT_FALSE(load_config("", {})->cfg.rollout.batch_invariant);
 }
 
 // --- issue 10: choice keys are enums --------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include "runtime/generation/generator.hpp"
 #include "runtime/generation/sampler.hpp"
+#include "runtime/model/batch_invariant.hpp"
 #include "runtime/model/model.hpp"
 #include "tests/tiny_model.hpp"
 
@@ -442,4 +443,34 @@ TEST(Generator, Bf16BatchChangesAResponseOnlyByRounding) {
   // Rounding flips a near-tie now and then (1 of these 4); a leaking batch flips most of them,
   // and a response that differs from its first token has no prefix to bound above.
   EXPECT_LE(diverged, 2);
+}
+
+// The sibling with rollout.batch_invariant: the same responses alone and among others are equal
+// bit for bit, tokens and log-probs, in bf16 and float32, and each log-prob equals the one of a
+// single full forward over prompt + response (the trainer's path, by the same kernels). Catches
+// any kernel whose row depends on the batch (a BLAS matmul, ATen's vectorised exp with its
+// scalar tail), a decode step that visits the cached keys in another order than the full
+// forward, a cache read past the row's own keys, a prefill that differs from a decode.
+TEST(Generator, BatchInvariantModeMakesAResponseExactlyItsResponseAlone) {
+  for (bool bf16 : {false, true})
+    for (uint64_t seed : {3, 4, 5, 6}) {
+      SCOPED_TRACE(testing::Message() << (bf16 ? "bf16" : "float32") << " seed " << seed);
+      auto model = tiny_model(seed);
+      if (bf16) cast_parameters(*model, torch::kBFloat16);
+      model->batch_invariant = true;
+      const auto [b, a] = alone_and_among_others(model);
+      EXPECT_EQ(a.tokens, b.tokens);
+      EXPECT_EQ(a.logprobs, b.logprobs);
+      // One forward over the whole sequence, T = 1.
+      torch::NoGradGuard ng;
+      std::vector<int64_t> seq(a.prompt.begin(), a.prompt.end());
+      seq.insert(seq.end(), a.tokens.begin(), a.tokens.end());
+      const auto n = static_cast<int64_t>(seq.size()), P = static_cast<int64_t>(a.prompt.size());
+      const auto R = static_cast<int64_t>(a.tokens.size());
+      auto ids = torch::tensor(seq, torch::kLong).unsqueeze(0);
+      auto logits = model->forward(ids, torch::arange(n, torch::kLong).unsqueeze(0)).squeeze(0);
+      auto lp = bi_token_logprobs(logits.narrow(0, P - 1, R).to(torch::kFloat),
+                                  ids.squeeze(0).narrow(0, P, R), torch::ones({R}));
+      EXPECT_EQ(std::vector<float>(lp.data_ptr<float>(), lp.data_ptr<float>() + R), a.logprobs);
+    }
 }

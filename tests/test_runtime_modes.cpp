@@ -307,6 +307,38 @@ TEST(RuntimeModes, PartialRolloutsResumeAndAreTrained) {
   expect_nothing_lost(out.result);
 }
 
+// rollout.batch_invariant end to end (the run of PartialRolloutsResumeAndAreTrained): bf16
+// rollouts decoded in batches that change as groups join and leave, interrupted mid-response
+// by new weights and resumed, against the bf16 mixed-precision
+// trainer packing them otherwise: every step's mismatch over the tokens of the trainer's
+// version is exactly 0 (BatchInvariant.TrainerLogprobsEqualTheRolloutsBitForBit shows that
+// default rollouts against the invariant trainer do not give 0). Catches a rollouter that never
+// gets the flag (a remote parameter lost on the way), a resumed response whose re-prefill takes the
+// default kernels, and a sampler recording the default log-softmax.
+TEST(RuntimeModes, BatchInvariantRolloutsMatchTheTrainerBitForBitThroughInterruptions) {
+  auto lc = tiny_run_config(
+      {"async_training.mode=fully_async", "async_training.staleness_threshold=3",
+       "async_training.partial_rollout=true", "trainer.ppo_mini_batch_size=1",
+       "rollout.max_batch=4", "rollout.max_new_tokens=40", "rollout.chunk_tokens=1",
+       "data.max_prompt_length=12", "algorithm.loss=decoupled", "algorithm.prox_logp=loglinear",
+       "rollout.dtype=bf16", "trainer.precision=bf16", "trainer.total_steps=8",
+       "rollout.batch_invariant=true"});
+  auto on = run_coordinated(lc->cfg);
+  ASSERT_TRUE(on.finished && on.result.ok) << on.result.error;
+  int64_t interruptions = 0, tokens = 0;
+  for (auto& c : on.result.rollouters)
+    interruptions += c.interruptions;
+  EXPECT_GT(interruptions, 0) << "nothing was resumed: the re-prefill was not exercised";
+  for (auto& line : parse(on.metrics)) {
+    EXPECT_EQ(line["mismatch_abs_max"].get<double>(), 0.0) << line.dump();
+    tokens += line["mismatch_tokens"].get<int64_t>();
+  }
+  EXPECT_GT(tokens, 0) << "no token of the trainer's version: nothing was compared";
+  expect_nothing_lost(on.result);
+  std::cout << "[batch-invariant] bf16 run: mismatch_abs_max 0 over " << tokens << " tokens, "
+            << interruptions << " interruptions\n";
+}
+
 TEST(RuntimeModes, RewardFaultsScoreZeroAndAreCounted) {
   auto lc = tiny_run_config(
       {"faults.reward_throw_every=3", "faults.reward_hang_every=5", "reward.timeout_ms=5"});

@@ -49,6 +49,7 @@ policy_trainer_params policy_trainer_params_from(const run_config& cfg) {
   p.grad_bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(tr.grad_bucket_mb * (1 << 20)));
   p.overlap_grad_reduce = tr.overlap_grad_reduce;
   p.temperature = cfg.rollout.temperature > 0 ? cfg.rollout.temperature : 1.0;
+  p.batch_invariant = cfg.rollout.batch_invariant;
   return p;
 }
 

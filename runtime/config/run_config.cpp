@@ -139,6 +139,11 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
   s.add_enum("rollout.dtype", &rollout.dtype,
              "the rollouters' weights, activations and KV cache (bf16: cast once per weights "
              "version; log-probs and sampling stay float32)");
+  s.add("rollout.batch_invariant", &rollout.batch_invariant,
+        "the rollouters and the trainer compute with batch-invariant CPU kernels: a token's "
+        "log-prob does not depend on the batch, padding or packing, so the rollout's equals the "
+        "trainer's bit for bit under the same weights (mismatch_abs_max 0); slower (CPU only; "
+        "needs trainer.precision = rollout.dtype)");
   s.add("rollout.device", &rollout.device,
         "torch device of the rollouters: cpu, cuda or cuda:N; empty = runtime.device",
         device_or_empty());
@@ -759,6 +764,26 @@ void cross_check(const loaded_config& lc) {
              weights_link_host(c.cluster) +
              "', not a loopback address: set cluster.allow_insecure=true on a network you trust, "
              "or keep caf (TLS applies to it)");
+  if (c.rollout.batch_invariant) {
+    const bool same =
+        (c.rollout.dtype == rollout_dtype::bf16 && tr.precision == train_precision::bf16) ||
+        (c.rollout.dtype == rollout_dtype::float32 && tr.precision == train_precision::float32);
+    if (!same)
+      fail("rollout.batch_invariant",
+           "needs the rollouts and the trainer in one precision (rollout.dtype=float32 with "
+           "trainer.precision=float32, or bf16 with bf16): log-probs of two precisions never "
+           "agree bit for bit");
+    auto on_gpu = [](const std::string& d) { return d.rfind("cuda", 0) == 0; };
+    bool gpu =
+        on_gpu(rollout_device(c.rollout, c.runtime)) || on_gpu(trainer_device(tr, c.runtime));
+    for (const auto& d : c.rollout.devices)
+      gpu = gpu || on_gpu(d);
+    for (const auto& d : tr.devices)
+      gpu = gpu || on_gpu(d);
+    if (gpu)
+      fail("rollout.batch_invariant",
+           "has CPU kernels only: set rollout.device and trainer.device to cpu, or turn it off");
+  }
   if (c.rollout.num_workers == 0 && c.cluster.listen == "off")
     fail("rollout.num_workers",
          "0 (remote rollouters only) needs cluster.listen: workers could never join");

@@ -52,6 +52,7 @@ struct rollout_section {
   int64_t chunk_tokens = kDefaultChunkTokens;  // decode steps between control-message checks
   int64_t threads = 0;                         // torch threads per rollout worker; 0 = by mode
   rollout_dtype dtype = rollout_dtype::float32;
+  bool batch_invariant = kPolicyTrainerDefaults.batch_invariant;  // algorithms.md §19
   std::string device;                // cpu, cuda, cuda:N; empty = runtime.device
   std::vector<std::string> devices;  // rollouter w on devices[w % n]; empty = rollout.device
 };

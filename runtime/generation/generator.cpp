@@ -153,6 +153,7 @@ struct generator::impl {
     sample_inputs in{torch::tensor(temp).to(device), torch::tensor(top_k).to(device),
                      torch::tensor(top_p).to(device),
                      torch::tensor(uni, torch::kDouble).to(device)};
+    in.batch_invariant = model->batch_invariant;
     torch::Tensor masked = logits;
     if (!no_eos.empty()) {
       masked = logits.clone();
@@ -268,7 +269,8 @@ struct generator::impl {
       col.copy_(torch::where(
           b.no_eos, torch::full({}, -std::numeric_limits<float>::infinity(), col.options()), col));
     }
-    auto out = sample_tokens(logits, sample_inputs{b.temp, b.top_k, b.top_p, b.uniform});
+    auto out = sample_tokens(
+        logits, sample_inputs{b.temp, b.top_k, b.top_p, b.uniform, model->batch_invariant});
     return {out.tokens, out.logprobs};
   }
 

@@ -1,5 +1,6 @@
 #include "runtime/generation/sampler.hpp"
 
+#include "runtime/model/batch_invariant.hpp"
 #include "runtime/model/logprobs.hpp"
 
 namespace asyncrl {
@@ -33,6 +34,8 @@ sample_outputs sample_tokens(const at::Tensor& logits_in, const sample_inputs& i
   auto idx = cdf.le(target).sum(-1).clamp_max(V - 1);
   auto sampled = order.gather(1, idx.unsqueeze(1)).squeeze(1);
   auto tokens = at::where(greedy, order.select(1, 0), sampled);
+  if (in.batch_invariant)
+    return {tokens, bi_token_logprobs(logits, tokens, temp.squeeze(1).to(at::kFloat))};
   return {tokens, token_logprobs(scaled, tokens)};
 }
 

@@ -11,6 +11,9 @@ namespace asyncrl {
 /// uniform (n,) float64 draws in [0, 1) from each row's own RNG stream.
 struct sample_inputs {
   at::Tensor temperature, top_k, top_p, uniform;
+  /// rollout.batch_invariant: the log-probs by bi_token_logprobs, the trainer's own function
+  /// (CPU only).
+  bool batch_invariant = false;
 };
 
 struct sample_outputs {

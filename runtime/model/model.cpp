@@ -51,6 +51,10 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return as_compute(weight, x) * (xf * torch::rsqrt(var + eps_)).to(x.scalar_type());
 }
 
+torch::Tensor RMSNormImpl::forward_invariant(const torch::Tensor& x) {
+  return bi_rms_norm(x, as_compute(weight, x), eps_);
+}
+
 AttentionImpl::AttentionImpl(const model_config& cfg)
     : heads_(cfg.num_attention_heads), kv_heads_(cfg.num_key_value_heads), head_dim_(cfg.head_dim) {
   auto lin = [&](int64_t in, int64_t out, bool bias) {
@@ -84,17 +88,27 @@ torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) {
                                        b.defined() ? as_compute(b, x) : b);
 }
 
+// The same by the batch-invariant kernel when `invariant`.
+torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x, bool invariant) {
+  if (!invariant) return linear(l, x);
+  const auto& b = l->bias;
+  return bi_linear(x, as_compute(l->weight, x), b.defined() ? as_compute(b, x) : b);
+}
+
 }  // namespace
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inputs& in) {
   const auto B = x.size(0), T = x.size(1), G = heads_ / kv_heads_;
   // (B, T, H*D) -> (B, H, T, D)
-  auto q = linear(q_proj, x).view({B, T, heads_, head_dim_}).transpose(1, 2);
-  auto k = linear(k_proj, x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
-  auto v = linear(v_proj, x).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  const bool inv = in.invariant;
+  auto q = linear(q_proj, x, inv).view({B, T, heads_, head_dim_}).transpose(1, 2);
+  auto k = linear(k_proj, x, inv).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  auto v = linear(v_proj, x, inv).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  // Elementwise products and sums only: exact operations, the same bits on every path.
   q = apply_rope(q, in.cos, in.sin);
   k = apply_rope(k, in.cos, in.sin);
-  if (in.segments != nullptr) return linear(o_proj, segment_attention(q, k, v, *in.segments));
+  if (in.segments != nullptr && !inv)
+    return linear(o_proj, segment_attention(q, k, v, *in.segments));
 
   torch::Tensor keys, values, mask;
   if (in.cache != nullptr) {
@@ -116,6 +130,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inp
       in.v_out->push_back(v.detach());
     }
   }
+  if (inv) return linear(o_proj, bi_attention(q, keys, values, in.keys), true);
   const auto S = keys.size(2);
   // GQA without repeating keys: query heads h = kv * G + g share kv head `kv`.
   // (B, KVH, G*T, D) @ (B, KVH, D, S) -> (B, KVH, G*T, S)
@@ -155,6 +170,10 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   return linear(down_proj, torch::silu(linear(gate_proj, x)) * linear(up_proj, x));
 }
 
+torch::Tensor MLPImpl::forward_invariant(const torch::Tensor& x) {
+  return linear(down_proj, bi_silu_mul(linear(gate_proj, x, true), linear(up_proj, x, true)), true);
+}
+
 DecoderLayerImpl::DecoderLayerImpl(const model_config& cfg) {
   self_attn = register_module("self_attn", Attention(cfg));
   mlp = register_module("mlp", MLP(cfg));
@@ -164,6 +183,10 @@ DecoderLayerImpl::DecoderLayerImpl(const model_config& cfg) {
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const attention_inputs& in) {
+  if (in.invariant) {
+    auto h = x + self_attn(input_layernorm->forward_invariant(x), in);
+    return h + mlp->forward_invariant(post_attention_layernorm->forward_invariant(h));
+  }
   auto h = x + self_attn(input_layernorm(x), in);
   return h + mlp(post_attention_layernorm(h));
 }
@@ -237,8 +260,25 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Te
   // HF does for bf16.
   auto freqs = pos.to(inv_freq_.scalar_type()).unsqueeze(-1) * inv_freq_;
   auto emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);
-  in.cos = emb.cos().to(h.scalar_type());
-  in.sin = emb.sin().to(h.scalar_type());
+  if (in.invariant) {
+    // ATen's vectorised cos and its scalar tail may differ in the last bit: one scalar call
+    // for every angle. And the keys of each query, in the order every path visits them.
+    auto cs = bi_cos_sin(emb);
+    in.cos = cs.first.to(h.scalar_type());
+    in.sin = cs.second.to(h.scalar_type());
+    const auto B = ids.size(0), T = ids.size(1);
+    if (in.cache != nullptr)
+      in.keys = keys_from_mask(in.mask.reshape({B, 1, in.cache_span}));
+    else if (in.segments != nullptr)
+      in.keys = keys_from_segments(*in.segments);
+    else if (in.mask.defined())
+      in.keys = keys_from_mask(in.mask.reshape({B, T, T}));
+    else
+      in.keys = keys_causal(B, T, T);
+  } else {
+    in.cos = emb.cos().to(h.scalar_type());
+    in.sin = emb.sin().to(h.scalar_type());
+  }
   const bool checkpoint = checkpoint_layers && torch::GradMode::is_enabled() &&
                           in.cache == nullptr && in.k_out == nullptr;
   for (size_t l = 0; l < layer_list_.size(); ++l) {
@@ -249,7 +289,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Te
     else
       h = layer_list_[l]->forward(h, in);
   }
-  return norm(h);
+  return in.invariant ? norm->forward_invariant(h) : norm(h);
 }
 
 CausalLMImpl::CausalLMImpl(const model_config& cfg) : cfg_(cfg) {
@@ -287,6 +327,7 @@ torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor
                                    const torch::Tensor& mask) {
   check_ids(ids, pos, cfg_);
   auto in = full_inputs(mask);
+  in.invariant = invariant_now();
   return model->forward(ids, pos, in, compute_);
 }
 
@@ -296,12 +337,19 @@ torch::Tensor CausalLMImpl::hidden(const torch::Tensor& ids, const torch::Tensor
   TORCH_CHECK(ids.size(0) == 1, "a padding-free forward takes one row, got ", ids.sizes());
   attention_inputs in;
   in.segments = &segments;
+  in.invariant = invariant_now();
   return model->forward(ids, pos, in, compute_);
 }
 
 torch::Tensor CausalLMImpl::lm_logits(const torch::Tensor& h) {
-  if (lm_head) return linear(lm_head, h);
+  const bool inv = invariant_now();
+  if (lm_head) return linear(lm_head, h, inv);
+  if (inv) return bi_linear(h, as_compute(model->embed_tokens->weight, h));
   return torch::matmul(h, as_compute(model->embed_tokens->weight, h).t());
+}
+
+bool CausalLMImpl::invariant_now() const {
+  return batch_invariant && !torch::GradMode::is_enabled();
 }
 
 torch::ScalarType CausalLMImpl::compute_dtype() const {
@@ -323,6 +371,7 @@ torch::Tensor CausalLMImpl::prefill(const torch::Tensor& ids, const torch::Tenso
   v_out.clear();
   in.k_out = &k_out;
   in.v_out = &v_out;
+  in.invariant = invariant_now();
   auto h = model->forward(ids, pos, in, compute_);  // (B, T, hidden)
   auto rows = torch::arange(ids.size(0), last.options());
   return lm_logits(h.index({rows, last}));  // (B, V)
@@ -341,6 +390,7 @@ torch::Tensor CausalLMImpl::decode(const torch::Tensor& ids, const torch::Tensor
   // Row b sees keys 0..pos[b]; the rest of the span belongs to longer rows.
   auto keys = torch::arange(in.cache_span, pos.options());
   in.mask = (keys.unsqueeze(0) <= pos.unsqueeze(1)).view({B, 1, 1, 1, in.cache_span});
+  in.invariant = invariant_now();
   auto h = model->forward(ids.unsqueeze(1), pos.unsqueeze(1), in, compute_);  // (B, 1, hidden)
   return lm_logits(h.squeeze(1));
 }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/model/batch_invariant.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/precision.hpp"
 #include "runtime/model/segment_attention.hpp"
@@ -43,6 +44,8 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);
+  /// The same function by the batch-invariant kernels (no gradient).
+  torch::Tensor forward_invariant(const torch::Tensor& x);
   torch::Tensor weight;
 
  private:
@@ -62,6 +65,10 @@ struct attention_inputs {
   std::vector<torch::Tensor>* k_out = nullptr;  // prefill: collect (B, kv_heads, T, head_dim)
   std::vector<torch::Tensor>* v_out = nullptr;
   const segment_plan* segments = nullptr;  // one padding-free row (B = 1): per-block attention
+  /// The batch-invariant kernels (CausalLMImpl::batch_invariant), with the keys each query
+  /// sees in the order every path visits them.
+  bool invariant = false;
+  key_lists keys;
 };
 
 /// Grouped-query self-attention with Qwen2's optional q/k/v biases.
@@ -81,6 +88,7 @@ class MLPImpl : public torch::nn::Module {
  public:
   explicit MLPImpl(const model_config& cfg);
   torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward_invariant(const torch::Tensor& x);  // batch-invariant kernels
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(MLP);
@@ -156,6 +164,15 @@ class CausalLMImpl : public torch::nn::Module {
   /// on the host (saves a device sync). Returns logits (B, V).
   torch::Tensor decode(const torch::Tensor& ids, const torch::Tensor& pos, int64_t span,
                        kv_cache& cache);
+
+  /// rollout.batch_invariant: every forward *without gradients* (generation, the trainer's
+  /// log-probs) runs the batch-invariant CPU kernels (batch_invariant.hpp), so a token's logits
+  /// do not depend on the batch, the padding, the packing or the decode/prefill path. A forward
+  /// with gradients keeps the default kernels: the trainer takes its values from an invariant
+  /// forward and its gradients from a default one (policy_trainer).
+  bool batch_invariant = false;
+  /// Whether this forward runs the batch-invariant kernels (batch_invariant and no gradient).
+  bool invariant_now() const;
 
   const model_config& config() const { return cfg_; }
   /// Parameters in a fixed order with their HF names (the order of registration).

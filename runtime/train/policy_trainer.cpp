@@ -5,6 +5,9 @@
 #include <limits>
 #include <stdexcept>
 
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
 #include "runtime/dist/dist_group.hpp"
 #include "runtime/model/logprobs.hpp"
 #include "runtime/train/dp_commands.hpp"
@@ -46,6 +49,55 @@ at::Tensor response_logits(CausalLMImpl& model, const packed_batch& b, double te
   auto logits = at_least_float(model.lm_logits(rows));                   // (N, V)
   return temperature == 1.0 ? logits : logits / temperature;
 }
+
+// rollout.batch_invariant without gradients: the log-probs (N,) by the sampler's own function,
+// after a forward through the batch-invariant kernels (the model's flag, no gradient).
+at::Tensor invariant_logprobs(CausalLMImpl& model, const packed_batch& b, double temperature) {
+  auto logits = response_logits(model, b, 1.0);  // (N, V) float32
+  return bi_token_logprobs(logits, b.targets,
+                           at::full({logits.size(0)}, static_cast<float>(temperature)));
+}
+
+// rollout.batch_invariant with gradients: the values of the batch-invariant forward (equal to
+// the rollouts' bit for bit) and the gradient of the default one, which the invariant kernels
+// lack. The backward runs the default forward again with gradients and back-propagates through
+// it into the parameters' .grad, as checkpointed_layer does (model.cpp); the gradient is the
+// default path's at the same weights, ~1e-7 relative from the exact one. `anchor` (a
+// parameter) only makes autograd record the node. Outputs: log-probs (N,) and, without a
+// gradient, the logits / T (N, V) for the entropy metric.
+struct invariant_policy_logprobs : torch::autograd::Function<invariant_policy_logprobs> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                at::Tensor anchor, int64_t model, int64_t batch,
+                                                double temperature) {
+    (void)anchor;
+    ctx->saved_data["model"] = model;
+    ctx->saved_data["batch"] = batch;
+    ctx->saved_data["temperature"] = temperature;
+    auto& m = *reinterpret_cast<CausalLMImpl*>(model);
+    const auto& b = *reinterpret_cast<const packed_batch*>(batch);
+    // Function::forward runs without gradients: the model takes its invariant kernels.
+    auto logits = response_logits(m, b, 1.0);
+    auto logp = bi_token_logprobs(logits, b.targets,
+                                  at::full({logits.size(0)}, static_cast<float>(temperature)));
+    auto shown = temperature == 1.0 ? logits : logits / temperature;
+    ctx->mark_non_differentiable({shown});
+    return {logp, shown};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    auto& m = *reinterpret_cast<CausalLMImpl*>(ctx->saved_data["model"].toInt());
+    const auto& b = *reinterpret_cast<const packed_batch*>(ctx->saved_data["batch"].toInt());
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    at::Tensor logp;
+    {
+      at::AutoGradMode with_grad(true);  // and so the default kernels
+      logp = token_logprobs(response_logits(m, b, temperature), b.targets);
+    }
+    torch::autograd::backward({logp}, {grad[0]});
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
 
 // hi + lo += x by TwoSum (Knuth): hi + lo carries the running sum to ~2^-106, so the rounded
 // total hi + lo does not depend on the order the terms came in. float32 gradients need no
@@ -272,6 +324,7 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
   policy_->model->checkpoint_layers = p_.activation_checkpointing;
   old_ = frozen_copy(policy_);
   ref_ = frozen_copy(policy_);
+  policy_->batch_invariant = old_->batch_invariant = ref_->batch_invariant = p_.batch_invariant;
   loss_cfg_.loss = p_.loss;
   loss_cfg_.clip = {p_.clip_eps_low, p_.clip_eps_high, p_.dual_clip_c};
   loss_cfg_.kl_coef = p_.kl_coef;
@@ -301,6 +354,7 @@ void policy_trainer::begin_batch() {
 
 at::Tensor policy_trainer::packed_logprobs(CausalLMImpl& model, const packed_batch& b) {
   at::NoGradGuard ng;
+  if (model.batch_invariant) return invariant_logprobs(model, b, p_.temperature);
   return token_logprobs(response_logits(model, b, p_.temperature), b.targets);  // (N,)
 }
 
@@ -358,8 +412,18 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, 
   auto behav_t = grid(at::tensor(behav)).to(dtype);
   auto adv_t = grid(at::tensor(adv)).to(dtype);
 
-  auto logits = response_logits(*policy_, b, p_.temperature);  // (N, V), with grad
-  auto logp = rows(token_logprobs(logits, b.targets));
+  at::Tensor logits, logp_packed;  // (N, V) and (N,), with grad
+  if (p_.batch_invariant) {
+    auto out = invariant_policy_logprobs::apply(policy_->parameters().front(),
+                                                reinterpret_cast<int64_t>(policy_.get()),
+                                                reinterpret_cast<int64_t>(&b), p_.temperature);
+    logp_packed = out[0];
+    logits = out[1];
+  } else {
+    logits = response_logits(*policy_, b, p_.temperature);
+    logp_packed = token_logprobs(logits, b.targets);
+  }
+  auto logp = rows(logp_packed);
   {
     at::NoGradGuard ng;  // summed on the device; step() reads it
     add_device_sum(entropy_dev_, rl::entropy_from_logits(logits.detach()).mul(b.trained).sum());

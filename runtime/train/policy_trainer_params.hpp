@@ -46,6 +46,9 @@ struct policy_trainer_params {
   bool overlap_grad_reduce = true;
 
   double temperature = 1.0;  // logits are divided by it, as the generator does
+  /// rollout.batch_invariant: the trainer's log-probs by the batch-invariant kernels, equal bit
+  /// for bit to the rollouts' under the same weights (model.hpp, CausalLMImpl::batch_invariant).
+  bool batch_invariant = false;
 };
 
 /// The defaults, written once above: the config's trainer and algorithm sections take theirs
