@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "runtime/dist/dist_group.hpp"
+#include "runtime/model/batch_invariant.hpp"
 #include "runtime/model/logprobs.hpp"
 #include "runtime/train/dp_commands.hpp"
 #include "runtime/train/grad_reducer.hpp"
@@ -50,12 +51,18 @@ at::Tensor response_logits(CausalLMImpl& model, const packed_batch& b, double te
   return temperature == 1.0 ? logits : logits / temperature;
 }
 
-// rollout.batch_invariant without gradients: the log-probs (N,) by the sampler's own function,
-// after a forward through the batch-invariant kernels (the model's flag, no gradient).
-at::Tensor invariant_logprobs(CausalLMImpl& model, const packed_batch& b, double temperature) {
-  auto logits = response_logits(model, b, 1.0);  // (N, V) float32
+// rollout.batch_invariant: log softmax(logits / T)[target] (N,) by the sampler's own function,
+// from logits (N, V) float32 without the temperature.
+at::Tensor invariant_token_logprobs(const at::Tensor& logits, const packed_batch& b,
+                                    double temperature) {
   return bi_token_logprobs(logits, b.targets,
                            at::full({logits.size(0)}, static_cast<float>(temperature)));
+}
+
+// rollout.batch_invariant without gradients: a forward through the batch-invariant kernels (the
+// model's flag, no gradient), then the log-probs (N,).
+at::Tensor invariant_logprobs(CausalLMImpl& model, const packed_batch& b, double temperature) {
+  return invariant_token_logprobs(response_logits(model, b, 1.0), b, temperature);
 }
 
 // rollout.batch_invariant with gradients: the values of the batch-invariant forward (equal to
@@ -77,8 +84,7 @@ struct invariant_policy_logprobs : torch::autograd::Function<invariant_policy_lo
     const auto& b = *reinterpret_cast<const packed_batch*>(batch);
     // Function::forward runs without gradients: the model takes its invariant kernels.
     auto logits = response_logits(m, b, 1.0);
-    auto logp = bi_token_logprobs(logits, b.targets,
-                                  at::full({logits.size(0)}, static_cast<float>(temperature)));
+    auto logp = invariant_token_logprobs(logits, b, temperature);
     auto shown = temperature == 1.0 ? logits : logits / temperature;
     ctx->mark_non_differentiable({shown});
     return {logp, shown};
