@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -27,12 +28,14 @@ using test::tiny_run_config;
 
 namespace {
 
-// A run whose every step changes the weights: the prefix bandit ("=" starts 1 in 40 responses of
-// the random tiny model) with 8 responses per prompt, so a resume that trained anything
-// differently ends with other weights.
+// A run whose every step changes the weights: the prefix bandit with 8 responses per prompt, so a
+// resume that trained anything differently ends with other weights. "3" starts a response of the
+// random tiny model often enough that all 6 steps of the periodic run update; "=" (used until
+// 2026-11-29) started none, so these runs never moved and their equality proved nothing. Each
+// test asserts that the steps after its last interruption updated (`expect_updates_after`).
 std::vector<std::string> learning(std::vector<std::string> o) {
   std::vector<std::string> base{
-      "reward.function=prefix", "reward.prefix==",      "rollout.n=8",
+      "reward.function=prefix", "reward.prefix=3",      "rollout.n=8",
       "rollout.max_batch=16",   "trainer.lr=0.01",      "trainer.micro_batch_size=8",
       "trainer.total_steps=6",  "rollout.num_workers=2"};
   base.insert(base.end(), o.begin(), o.end());
@@ -74,6 +77,12 @@ void expect_steps_once(const std::vector<std::string>& metrics, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     want[static_cast<size_t>(i)] = i + 1;
   EXPECT_EQ(steps, want);
+}
+
+// The reference run changed the weights after step `k`, so an exact resume from k is a claim.
+void expect_updates_after(const test::run_outcome& ref, int64_t k) {
+  EXPECT_GT(test::steps_that_updated(ref.metrics, k), 0)
+      << "no step after " << k << " changed the weights: the comparison would be empty";
 }
 
 // Parameters whose float32 bits differ.
@@ -121,6 +130,7 @@ TEST(Resume, PeriodicInterruptedAtEveryStepEndsBitwiseEqual) {
   auto cfg = tiny_run_config(learning({"async_training.mode=periodic"}))->cfg;
   auto ref = run_coordinated(cfg);
   ASSERT_TRUE(ref.result.ok) << ref.result.error;
+  EXPECT_EQ(test::steps_that_updated(ref.metrics), cfg.trainer.total_steps);
   for (int64_t k = 1; k < cfg.trainer.total_steps; ++k) {
     run_dir d;
     int64_t resumes = 0;
@@ -151,6 +161,7 @@ TEST(Resume, Bf16PeriodicInterruptedEndsBitwiseEqual) {
   auto o = interrupted_run(cfg, d, {3}, &resumes);
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(o.result.resumed_from_step, 3);
+  expect_updates_after(ref, 3);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_nothing_lost(o.result);
 }
@@ -167,6 +178,7 @@ TEST(Resume, PeriodicWithTwoStepWindowsCheckpointsAtTheWindowEnd) {
   auto stopped = run_coordinated(cfg, d.files(3));
   EXPECT_EQ(stopped.result.status, run_status::interrupted);
   EXPECT_EQ(stopped.result.checkpoint_step, 4);
+  expect_updates_after(ref, 4);
   auto o = run_coordinated(cfg, d.files(0, latest(d.ckpt(), nullptr)));
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(differing(o.result, ref.result), 0u);
@@ -182,6 +194,7 @@ TEST(Resume, SyncInterruptedTwiceEndsBitwiseEqual) {
   auto o = interrupted_run(cfg, d, {2, 4}, &resumes);
   ASSERT_TRUE(o.result.ok) << o.result.error;
   EXPECT_EQ(resumes, 2);
+  expect_updates_after(ref, 4);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_nothing_lost(o.result);
   expect_each_prompt_once(read_ledger(d.dir.path().string()));
@@ -245,6 +258,7 @@ TEST(Resume, PeriodicWithRefillInterruptedEndsBitwiseEqual) {
   auto ref = run_coordinated(cfg);
   ASSERT_TRUE(ref.result.ok) << ref.result.error;
   ASSERT_GT(ref.result.trainer.filtered, 0) << "nothing filtered: refill was not exercised";
+  expect_updates_after(ref, 4);
   run_dir d;
   int64_t resumes = 0;
   auto o = interrupted_run(cfg, d, {2, 4}, &resumes);
@@ -268,6 +282,7 @@ TEST(Supervision, KilledRollouterIsRestartedAndThePeriodicRunIsUnchanged) {
   // One kill after each step but the last: 5, counted once each by the controller.
   EXPECT_EQ(o.result.faults.rollouter_kills, 5);
   EXPECT_EQ(ref.result.faults.rollouter_kills, 0);
+  expect_updates_after(ref, 1);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_nothing_lost(o.result);
 }
@@ -387,6 +402,7 @@ TEST(Supervision, TrainerCrashFailsResumablyAndTheResumeIsExact) {
   ASSERT_TRUE(o.result.ok) << o.result.error;  // the crash fires in a fresh run only
   // ... and is counted there only: the resumed process counts its own faults.
   EXPECT_EQ(o.result.faults.trainer_crashes, 0);
+  expect_updates_after(ref, 3);
   EXPECT_EQ(differing(o.result, ref.result), 0u);
   expect_steps_once(o.metrics, cfg.trainer.total_steps);
 }

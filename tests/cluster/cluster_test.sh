@@ -9,6 +9,7 @@
 #   theorem1 [bf16]   periodic with 2 remote rollouters ends with the same weights as sync in
 #                     one process (Theorem 1 across processes; generation is deterministic);
 #                     bf16: with bf16 rollouts (bf16 snapshots over the network) and trainer
+#                     bf16 invariant: the same with rollout.batch_invariant and batched decoding
 #   kill              3 workers, one is SIGKILLed mid-run: nothing lost or trained twice
 #   cutoff            3 workers, one is frozen (SIGSTOP: its connection stays open, it answers
 #                     nothing): it is dropped at a request deadline or by the heartbeat timeout,
@@ -88,9 +89,13 @@ case "$CASE" in
     # over the network must equal the ones the local rollouters share.
     # In bf16 a response's tokens depend on which requests share the generator's batch
     # (docs/algorithms.md section 12), and that depends on timing: one request per batch keeps
-    # this case about the snapshots.
+    # this case about the snapshots. `theorem1 bf16 invariant` batches again (the config's 16
+    # requests) under rollout.batch_invariant, whose kernels make a response independent of its
+    # batch: bitwise across processes, with rollout log-probs equal to the trainer's.
     prec=(rollout.dtype=float32 trainer.precision=float32)
     [[ ${4:-} == bf16 ]] && prec=(rollout.dtype=bf16 trainer.precision=bf16 rollout.max_batch=1)
+    [[ ${5:-} == invariant ]] &&
+      prec=(rollout.dtype=bf16 trainer.precision=bf16 rollout.batch_invariant=true)
     start_train sync async_training.mode=sync rollout.num_workers=2 cluster.listen=off "${prec[@]}"
     wait_train
     start_train remote async_training.mode=periodic rollout.num_workers=0 "${prec[@]}"
@@ -115,6 +120,21 @@ case "$CASE" in
     a=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_sha256"])' "$WORK/sync/summary.json")
     b=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params_sha256"])' "$WORK/remote/summary.json")
     [[ -n "$a" && "$a" == "$b" ]] || fail "sync in one process ($a) != periodic with remote rollouters ($b)"
+    # The weights moved (a run of all-zero advantages would end equal having tested nothing);
+    # `invariant`: every token the remote workers sampled carries the trainer's log-prob bit for
+    # bit.
+    python3 - "$WORK/remote/metrics.jsonl" "${5:-}" <<'PY' || fail "theorem1: see above"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+updates = sum(m["grad_norm"] > 0 for m in lines)
+print(f"{updates} of {len(lines)} steps updated")
+bad, tokens = [], 1
+if sys.argv[2] == "invariant":
+    bad = [(m["step"], m["mismatch_abs_max"]) for m in lines if m["mismatch_abs_max"] != 0]
+    tokens = sum(m["mismatch_tokens"] for m in lines)
+    print(f"mismatch over {tokens} tokens: nonzero at (step, max) {bad}")
+sys.exit(1 if bad or tokens == 0 or updates == 0 else 0)
+PY
     echo "ok: params_sha256 $a in both"
     ;;
   kill)
