@@ -8,17 +8,24 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "tests/run_checks.hpp"
 #include "tests/test_util.hpp"
 
 namespace {
 
+// The prefix bandit ("2" starts about 1 response in 64 of the random model), 16 prompts of 4
+// responses a step, so that steps 1, 3 and 4 change the weights: with the math reward the random
+// model scores 0, every advantage is 0, and equal weights would prove nothing (so it was until
+// 2026-11-29). The tests assert updates (`steps_that_updated`).
 const char* kTiny =
     " model.init.hidden_size=32 model.init.intermediate_size=64 model.init.num_hidden_layers=2"
-    " data.train_size=200 data.test_size=16 data.train_batch_size=4 rollout.n=4"
+    " data.train_size=200 data.test_size=16 data.train_batch_size=16 rollout.n=4"
     " rollout.max_new_tokens=16 trainer.total_steps=4 trainer.micro_batch_size=4"
-    " trainer.ppo_mini_batch_size=4 runtime.log_level=warn runtime.eval_before=false"
-    " runtime.eval_after=false trainer.dist_timeout_s=60";
+    " trainer.ppo_mini_batch_size=16 reward.function=prefix reward.prefix=2"
+    " runtime.log_level=warn runtime.eval_before=false runtime.eval_after=false"
+    " trainer.dist_timeout_s=60";
 
 struct run_out {
   int status = -1;
@@ -41,6 +48,15 @@ std::string sha(const run_out& r) {
   return r.summary.value("params_sha256", std::string());
 }
 
+// The steps after `from_step` of the run in `dir` that changed the weights.
+int64_t updates_in(const std::string& dir, int64_t from_step) {
+  std::vector<std::string> lines;
+  std::istringstream in(asyncrl::test::read_text(dir + "/metrics.jsonl"));
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) lines.push_back(l);
+  return asyncrl::test::steps_that_updated(lines, from_step);
+}
+
 // Processes of `asyncrl trainer-rank` reading this run's config, still alive.
 int ranks_alive(const std::string& dir) {
   std::string out;
@@ -56,6 +72,7 @@ TEST(TrainDataParallel, RanksShardsAndModesGiveTheOneRankWeightsBitwise) {
   const auto one = train("sync", "", dir.file("one"));
   ASSERT_EQ(one.status, 0) << one.log;
   ASSERT_EQ(sha(one).size(), 64u);
+  ASSERT_GT(updates_in(dir.file("one"), 0), 0) << "the weights never moved: nothing to compare";
   struct variant {
     const char* mode;
     const char* extra;
@@ -81,6 +98,8 @@ TEST(TrainDataParallel, AKilledRankFailsTheRunNamingItAndResumeEndsBitwise) {
   const std::string dp = " trainer.data_parallel=2 checkpoint.every_steps=2";
   const auto whole = train("sync", dp, dir.file("whole"));
   ASSERT_EQ(whole.status, 0) << whole.log;
+  // The resume starts from step 2's checkpoint: what follows it must move the weights.
+  ASSERT_GT(updates_in(dir.file("whole"), 2), 0) << "no update after step 2: nothing to compare";
 
   const auto run_dir = dir.file("killed");
   const auto killed = train("sync", dp + " faults.kill_trainer_rank_at_step=3", run_dir);
