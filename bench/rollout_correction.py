@@ -35,6 +35,8 @@ VARIANTS = {
     "batch_invariant": ["rollout.dtype=float32", "rollout.batch_invariant=true"],
     "bf16_both": ["trainer.precision=bf16"],
     "batch_invariant_bf16": ["trainer.precision=bf16", "rollout.batch_invariant=true"],
+    # DAPO's dynamic sampling (item 2): all-equal groups replaced until a step has its batch.
+    "refill": ["algorithm.filter_groups=true", "algorithm.refill=true"],
 }
 MEANS = ["mismatch_abs_mean", "mismatch_kl_k3", "rc_kl_k3", "rc_weight_mean",
          "rc_truncated_frac", "rc_rejected_frac", "staleness_max"]
@@ -57,7 +59,8 @@ def run_one(args, config, variant, seed, extra):
     row.update(initial=s.get("initial_eval_accuracy"), final=s.get("final_eval_accuracy"),
                steps=s["steps"], wall_s=round(s["wall_time_s"], 1),
                groups_generated=s["groups_generated"], groups_trained=s["groups_trained"],
-               groups_dropped=s["groups_dropped"])
+               groups_dropped=s["groups_dropped"], groups_filtered=s.get("groups_filtered", 0),
+               tokens_generated=s["tokens_generated"])
     for k in MEANS:
         vals = [x[k] for x in steps if k in x]
         row[k] = sum(vals) / len(vals) if vals else None

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iostream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -112,6 +114,44 @@ TEST(Address, LocalAddressTowardAHostIsTheRoutesSource) {
   EXPECT_EQ(local_address_toward("127.0.0.1", 29500), "127.0.0.1");
   EXPECT_EQ(local_address_toward("127.3.4.5", 1), "127.0.0.1");
   EXPECT_EQ(local_address_toward("::1", 29500), "::1");
+}
+
+TEST(Address, JoinHostPortIsSplitsInverse) {
+  EXPECT_EQ(join_host_port("10.0.0.1", 7000), "10.0.0.1:7000");
+  EXPECT_EQ(join_host_port("::1", 7000), "[::1]:7000");  // brackets: split_host_port needs them
+  EXPECT_EQ(join_host_port("node-3", 1), "node-3:1");
+  for (std::string s : {"10.0.0.1:7000", "[fe80::2]:29500", "localhost:65535"}) {
+    const auto [h, p] = split_host_port(s);
+    EXPECT_EQ(join_host_port(h, p), s);
+  }
+}
+
+// The hint "workers join with: asyncrl worker --connect HOST:PORT" of a run listening on
+// 0.0.0.0 named 0.0.0.0 (issue 40: no other machine can use it). Catches a hint that keeps the
+// wildcard, a v4 listener hinted with a v6 address, and loopback offered before a real address.
+TEST(Address, AWildcardListenerIsJoinedAtThisMachinesAddress) {
+  EXPECT_EQ(join_host_for("10.9.8.7"), "10.9.8.7");  // a concrete host is kept as given
+  EXPECT_EQ(join_host_for("node-3"), "node-3");
+  const auto all = interface_addresses();
+  std::cout << "[address] interfaces:";
+  for (auto& a : all)
+    std::cout << " " << a;
+  std::cout << "; 0.0.0.0 -> " << join_host_for("0.0.0.0") << ", :: -> " << join_host_for("::")
+            << "\n";
+  // Loopback after every other address.
+  const auto first_lo = std::find_if(all.begin(), all.end(), is_loopback_host);
+  EXPECT_TRUE(std::none_of(first_lo, all.end(), [](auto& a) { return !is_loopback_host(a); }));
+  for (const char* wildcard : {"0.0.0.0", "::"}) {
+    const bool v6 = std::string(wildcard) == "::";
+    const auto h = join_host_for(wildcard);
+    EXPECT_FALSE(is_wildcard_host(h)) << wildcard;
+    EXPECT_EQ(h.find(':') != std::string::npos, v6) << wildcard << " -> " << h;
+    // This machine's first non-loopback address of the family, when it has one.
+    auto real = std::find_if(all.begin(), all.end(), [&](const std::string& a) {
+      return !is_loopback_host(a) && (a.find(':') != std::string::npos) == v6;
+    });
+    EXPECT_EQ(h, real != all.end() ? *real : (v6 ? "::1" : "127.0.0.1")) << wildcard;
+  }
 }
 
 // weight_chunks.hpp -----------------------------------------------------------------------------

@@ -152,9 +152,21 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
       }
       if (!paths.run_dir.empty())
         write_cluster_json(paths.run_dir, host, port, cfg.cluster.tls.enabled());
-      std::cerr << "cluster: listening on " << host << ":" << port
+      // A wildcard listener (0.0.0.0, ::) is no address to connect to: the hints name this
+      // machine's own address, and list the others it has.
+      const auto join = join_host_port(join_host_for(host), port);
+      if (is_wildcard_host(host)) {
+        std::string all;
+        for (const auto& a : interface_addresses())
+          all += (all.empty() ? "" : ", ") + a;
+        std::cerr << "cluster: " << join_host_port(host, port)
+                  << " listens on every interface; this machine's addresses: " << all
+                  << " (the hints below use the first; give workers one they can reach)"
+                  << std::endl;
+      }
+      std::cerr << "cluster: listening on " << join_host_port(host, port)
                 << (cfg.cluster.tls.enabled() ? " (TLS)" : "") << "; workers join with: asyncrl "
-                << "worker --connect " << host << ":" << port
+                << "worker --connect " << join
                 << (cfg.cluster.tls.enabled() ? " --tls-dir DIR" : "")
                 << (secret ? " --secret-file " + paths.run_dir + "/run.secret" : std::string())
                 << std::endl;
@@ -162,7 +174,7 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
         std::cerr << "cluster: trainer ranks "
                   << data_parallel_ranks(cfg.trainer) - cfg.trainer.remote_ranks << ".."
                   << data_parallel_ranks(cfg.trainer) - 1
-                  << " join with: asyncrl trainer-rank --connect " << host << ":" << port
+                  << " join with: asyncrl trainer-rank --connect " << join
                   << (cfg.cluster.tls.enabled() ? " --tls-dir DIR" : "")
                   << (secret ? " --secret-file " + paths.run_dir + "/run.secret" : std::string())
                   << " [trainer.device=DEV model.path=DIR]" << std::endl;

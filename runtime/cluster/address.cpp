@@ -1,10 +1,13 @@
 #include "runtime/cluster/address.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace asyncrl {
@@ -24,6 +27,11 @@ std::pair<std::string, uint16_t> split_host_port(const std::string& s) {
   const auto n = std::stol(port);
   if (n > 65535) throw std::invalid_argument("port " + port + " is over 65535");
   return {host, static_cast<uint16_t>(n)};
+}
+
+std::string join_host_port(const std::string& host, uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
 std::string check_host_port(const std::string& s) {
@@ -75,6 +83,41 @@ std::string local_address_toward(const std::string& host, uint16_t port) {
   }
   freeaddrinfo(found);
   return out;
+}
+
+std::vector<std::string> interface_addresses() {
+  std::vector<std::string> v4, v6;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return {};
+  for (auto* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || !(a->ifa_flags & IFF_UP)) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+      if (inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf))) v4.push_back(buf);
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      const auto* in = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr);
+      if (IN6_IS_ADDR_LINKLOCAL(&in->sin6_addr)) continue;
+      if (inet_ntop(AF_INET6, &in->sin6_addr, buf, sizeof(buf))) v6.push_back(buf);
+    }
+  }
+  freeifaddrs(list);
+  std::vector<std::string> out;
+  for (auto* v : {&v4, &v6})
+    for (auto& a : *v)
+      if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  // Loopback last, in their order: stable_partition keeps the order within each part.
+  std::stable_partition(out.begin(), out.end(),
+                        [](const std::string& a) { return !is_loopback_host(a); });
+  return out;
+}
+
+std::string join_host_for(const std::string& listen_host) {
+  if (!is_wildcard_host(listen_host)) return listen_host;
+  const bool v6 = listen_host == "::";
+  for (const auto& a : interface_addresses())
+    if (!is_loopback_host(a) && (a.find(':') != std::string::npos) == v6) return a;
+  return v6 ? "::1" : "127.0.0.1";
 }
 
 }  // namespace asyncrl
