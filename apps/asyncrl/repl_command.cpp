@@ -206,10 +206,25 @@ class session {
         ctrl_(caf::actor_cast<controller_actor>(ctrl)),
         opt_(opt),
         secret_(std::move(secret)),
-        timeout_(timeout) {}
+        timeout_(timeout) {
+    // The controller's end (the run finished or was stopped, or its process died) reaches us as
+    // a down message: a command after it answers at once instead of waiting out its timeout.
+    self_->monitor(ctrl_);
+  }
+
+  /// Whether the run's controller is gone, waiting up to `wait` for it to go.
+  bool run_ended(std::chrono::milliseconds wait = std::chrono::milliseconds(0)) {
+    if (!ended_) self_->receive([&](caf::down_msg&) { ended_ = true; }, caf::after(wait) >> [] {});
+    return ended_;
+  }
 
   outcome ask(const parsed_command& p) {
     outcome o;
+    if (run_ended()) {
+      o.error = "the run has ended: nothing more can be asked";
+      o.gone = true;
+      return o;
+    }
     // Commands that wait on the trainer (a step boundary), a checkpoint or a model run get
     // longer than the quick ones; every one is bounded.
     const bool slow = p.cmd == console_cmd::set || p.cmd == console_cmd::checkpoint ||
@@ -288,6 +303,7 @@ class session {
   const repl_options& opt_;
   std::string secret_;  // the run's, for a run without TLS (apps/asyncrl/run_secret.hpp)
   std::chrono::milliseconds timeout_;
+  bool ended_ = false;  // the controller's down message arrived
 };
 
 std::string trim(const std::string& s) {
@@ -389,6 +405,20 @@ int run_repl_command(const repl_options& opt) {
     all_ok &= s.report(line, p.cmd, o);
     if (o.gone) {
       std::cerr << "repl: the run is gone (it ended, or the connection was lost)" << std::endl;
+      break;
+    }
+    if (p.cmd == console_cmd::stop && o.ok) {
+      // A stopped run takes no more orders (the answer comes once its checkpoint is written;
+      // it then finishes its step and exits): say so and detach, rather than leave a prompt
+      // whose next command would only find the run gone.
+      std::cerr << "repl: the run is stopping (resumable with `asyncrl train --resume`); "
+                   "the console detaches"
+                << std::endl;
+      size_t left = 0;  // --exec only: stdin could block until its writer closes it
+      for (; scripted && next < script.size(); ++next)
+        left += !trim(script[next]).empty() && trim(script[next])[0] != '#';
+      if (left > 0)
+        std::cerr << "repl: " << left << " command(s) after `stop` not run" << std::endl;
       break;
     }
   }

@@ -162,10 +162,28 @@ case "$CASE" in
     grep -q "restarting rollouter 0" "$WORK/run.log" || fail "rollouter 0 was not restarted"
     n=$(steps_of "$WORK/run")
     wait_steps "$WORK/run" $((n + 3))
-    repl --attach "$WORK/run" --json --exec "workers; stop" >"$WORK/s4.jsonl"
+    # A second console, attached before the stop with its commands on a pipe: after the stop
+    # its next command must say at once that the run has ended, not wait out a request timeout.
+    mkfifo "$WORK/s5.in"
+    repl --attach "$WORK/run" --json <"$WORK/s5.in" >"$WORK/s5.jsonl" 2>"$WORK/s5.err" &
+    s5=$!
+    pids+=("$s5")
+    exec 7>"$WORK/s5.in"
+    echo status >&7
+    for _ in $(seq 300); do [[ -s "$WORK/s5.jsonl" ]] && break; sleep 0.1; done
+    repl --attach "$WORK/run" --json --exec "workers; stop; status" >"$WORK/s4.jsonl" 2>"$WORK/s4.err"
     check "$WORK/s4.jsonl" 'any(x["id"] == 0 and x["state"] != "starting" for x in r[0]["result"]["rollouters"])' "rollouter 0 is back"
     check "$WORK/s4.jsonl" 'r[1]["ok"] and r[1]["result"]["stopping"] and r[1]["result"]["checkpoint"]' "stop"
+    # The console detaches after the stop: the command after it is not sent, and it says so.
+    check "$WORK/s4.jsonl" 'len(r) == 2' "no command runs after stop"
+    grep -q "1 command(s) after .stop. not run" "$WORK/s4.err" || fail "the skipped command was not reported"
     wait_train
+    echo status >&7
+    exec 7>&-
+    wait "$s5" || true
+    # "the run has ended" comes from the controller's down message, seen before the request is
+    # sent; a console without it would answer "no answer from the run" after its timeout.
+    check "$WORK/s5.jsonl" 'r[0]["ok"] and not r[1]["ok"] and "the run has ended" in r[1]["error"]' "a command after the run ended"
     grep -q "^stopped: stopped from the console" "$WORK/run.log" || fail "train did not report the stop"
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped --restarts 1 || fail "accounting"
     python3 - "$WORK/run" <<'PY' || fail "summary after the console's session"
