@@ -13,22 +13,28 @@ WORK=${2:?work dir}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CFG=$ROOT/configs/chaos/tools.yaml
 mkdir -p "$WORK"
+source "$ROOT/tests/bounded.sh"
 # A warm start on tool traces (about 20 s): a model from scratch never writes a <<call>>; after
 # 60 steps its greedy episodes call the tool but its sampled ones mostly do not.
-timeout 120 "$BIN" sft -c "$CFG" sft.steps=300 sft.eval_every=1000 sft.stop_at_accuracy=0 \
-  runtime.run_dir="$WORK/sft" >"$WORK/sft.log" 2>&1 || { echo "FAIL: warm start, see $WORK/sft.log"; exit 1; }
+# Each command is bounded by progress (tests/bounded.sh: 300 s without output is a hang), not by
+# a fixed time that a slow machine would fail.
+run_bounded 300 1500 "$WORK/sft.log" - "$BIN" sft -c "$CFG" sft.steps=300 sft.eval_every=1000 \
+  sft.stop_at_accuracy=0 sft.log_every=10 runtime.run_dir="$WORK/sft" ||
+  { echo "FAIL: warm start, see $WORK/sft.log"; exit 1; }
 # The warm-started model must hold episodes of more than one turn, or this tests nothing.
-timeout 60 "$BIN" eval -m "$WORK/sft/final" -d "$WORK/sft/data/test.jsonl" --tool calculator \
-  --max-turns 4 --max-new-tokens 12 --max-episode-tokens 48 --responses "$WORK/turns.jsonl" >/dev/null
+run_bounded 300 1500 "$WORK/eval.log" - "$BIN" eval -m "$WORK/sft/final" -d "$WORK/sft/data/test.jsonl" --tool calculator \
+  --max-turns 4 --max-new-tokens 12 --max-episode-tokens 48 --responses "$WORK/turns.jsonl" ||
+  { echo "FAIL: eval, see $WORK/eval.log"; exit 1; }
 multi=$(python3 -c 'import json,sys; print(sum(json.loads(l)["turns"] > 1 for l in open(sys.argv[1])))' "$WORK/turns.jsonl")
 [[ $multi -gt 0 ]] || { echo "FAIL: the warm-started model ends every episode in one turn"; exit 1; }
 echo "kill9_tools: warm start done; $multi of $(wc -l <"$WORK/turns.jsonl") test episodes call the tool"
 # The same episodes through an external environment, the reference calculator of
 # examples/env/ (docs/env-protocol.md): every response, turn count and (scorer) reward must
 # equal the built-in calculator's (evaluation runs external episodes turn by turn, as training).
-timeout 120 "$BIN" eval -m "$WORK/sft/final" -d "$WORK/sft/data/test.jsonl" --tool external \
+run_bounded 300 1500 "$WORK/eval_ext.log" - "$BIN" eval -m "$WORK/sft/final" -d "$WORK/sft/data/test.jsonl" --tool external \
   --env-command "/usr/bin/python3 $ROOT/examples/env/reference_env.py" \
-  --max-turns 4 --max-new-tokens 12 --max-episode-tokens 48 --responses "$WORK/turns_ext.jsonl" >/dev/null
+  --max-turns 4 --max-new-tokens 12 --max-episode-tokens 48 --responses "$WORK/turns_ext.jsonl" ||
+  { echo "FAIL: eval with the external environment, see $WORK/eval_ext.log"; exit 1; }
 cmp -s "$WORK/turns.jsonl" "$WORK/turns_ext.jsonl" || {
   echo "FAIL: the reference environment's episodes differ from the calculator's:"
   diff "$WORK/turns.jsonl" "$WORK/turns_ext.jsonl" | head -5; exit 1; }
@@ -49,9 +55,9 @@ PY
 # Theorem 1 with episodes: the same run in sync mode (one rollouter's whole batch, then the
 # update) ends with the weights of the periodic reference, whose two rollouters stream episodes
 # that wait on the tool with a log-normal latency, so they finish in another order.
-timeout 300 "$BIN" train -c "$CFG" trainer.total_steps="${5:-40}" runtime.log_level=warn \
-  model.path="$WORK/sft/final" async_training.mode=sync runtime.run_dir="$WORK/sync" \
-  >"$WORK/sync.log" 2>&1 || { echo "FAIL: the sync run, see $WORK/sync.log"; exit 1; }
+run_bounded 300 1500 "$WORK/sync.log" - "$BIN" train -c "$CFG" trainer.total_steps="${5:-40}" \
+  runtime.log_level=warn model.path="$WORK/sft/final" async_training.mode=sync \
+  runtime.run_dir="$WORK/sync" || { echo "FAIL: the sync run, see $WORK/sync.log"; exit 1; }
 python3 - "$WORK/loop/reference/summary.json" "$WORK/sync/summary.json" <<'PY'
 import json, sys
 p, s = (json.load(open(f)) for f in sys.argv[1:3])
@@ -66,10 +72,10 @@ PY
 # A short run whose episodes go to an external environment (the reference calculator process,
 # one per environment worker): its turns go past the first, no call fails, and the run's
 # evaluations (before and after) ran their episodes through the environment as well.
-timeout 180 "$BIN" train -c "$CFG" model.path="$WORK/sft/final" runtime.run_dir="$WORK/external" \
-  trainer.total_steps=6 env.kind=external env.latency_median_ms=0 runtime.eval_before=true \
-  runtime.eval_after=true \
-  env.command="/usr/bin/python3 $ROOT/examples/env/reference_env.py" >"$WORK/external.log" 2>&1 ||
+run_bounded 300 1500 "$WORK/external.log" - "$BIN" train -c "$CFG" model.path="$WORK/sft/final" \
+  runtime.run_dir="$WORK/external" trainer.total_steps=6 env.kind=external \
+  env.latency_median_ms=0 runtime.eval_before=true runtime.eval_after=true \
+  env.command="/usr/bin/python3 $ROOT/examples/env/reference_env.py" ||
   { echo "FAIL: the run with an external environment, see $WORK/external.log"; exit 1; }
 python3 - "$WORK/external/summary.json" "$("$BIN" config -c "$CFG" --get rollout.n)" <<'PY'
 import json, sys

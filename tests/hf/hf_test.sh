@@ -19,6 +19,8 @@ CFG=$ROOT/configs/gsm8k_tiny_hf.yaml
 COMMON=()
 # shellcheck source=../multiprocess_lib.sh
 source "$ROOT/tests/multiprocess_lib.sh"
+# shellcheck source=../bounded.sh
+source "$ROOT/tests/bounded.sh"
 cd "$ROOT"  # the config's fixture paths are relative to the repo root
 
 [[ $CASE == e2e ]] || fail "unknown case '$CASE'"
@@ -26,8 +28,10 @@ PY=/usr/bin/python3
 $PY -c 'import msgpack' 2>/dev/null || fail "$PY cannot import msgpack (apt install python3-msgpack)"
 
 # 1. warm start: writes an HF-layout model dir
-timeout 240 "$BIN" sft --config "$CFG" runtime.run_dir="$WORK/sft" sft.steps=30 \
-  >"$WORK/sft.out" 2>"$WORK/sft.log" || fail "sft exited $?"
+# Bounded by progress (tests/bounded.sh): 300 s without output is a hang; 1500 s in all.
+run_bounded 300 1500 "$WORK/sft.out" "$WORK/sft.log" \
+  "$BIN" sft --config "$CFG" runtime.run_dir="$WORK/sft" sft.steps=30 sft.log_every=1 ||
+  fail "sft exited $?"
 MODEL=$WORK/sft/final
 for f in tokenizer.json tokenizer_config.json; do
   cmp -s "$MODEL/$f" "tests/fixtures/hf_tiny/$f" || fail "$MODEL/$f differs from the source tokenizer"
@@ -42,11 +46,11 @@ PYEOF
 # the check below finds this run's leftovers and not the scorers of tests running beside it
 # (ctest -j runs tests/test_external_scorer.cpp's, with the same script, concurrently).
 TAG="hf_e2e_$$_$RANDOM"
-ASYNCRL_TEST_RUN=$TAG timeout 240 "$BIN" train --config "$CFG" model.tokenizer= model.path="$MODEL" \
+ASYNCRL_TEST_RUN=$TAG run_bounded 300 1500 "$WORK/rl.out" "$WORK/rl.log" \
+  "$BIN" train --config "$CFG" model.tokenizer= model.path="$MODEL" \
   data.train_files=tests/fixtures/gsm8k/train.jsonl data.val_files=tests/fixtures/gsm8k/test.jsonl \
   trainer.total_steps=3 runtime.run_dir="$WORK/rl" reward.function=external \
-  "reward.external.command=$PY examples/reward/gsm8k_scorer.py" \
-  >"$WORK/rl.out" 2>"$WORK/rl.log" || fail "train exited $?"
+  "reward.external.command=$PY examples/reward/gsm8k_scorer.py" || fail "train exited $?"
 $PY - "$WORK/rl/summary.json" <<'PYEOF' || fail "summary"
 import json, sys
 s = json.load(open(sys.argv[1]))
