@@ -133,6 +133,20 @@ reply do_get(ctrl_ptr self, const std::string& name) {
       json{{"key", key}, {"value", live.value(key)}, {"live", !resolve_live_key(key).empty()}});
 }
 
+// What the answer to a set of a trainer key says of its effect. trainer.lr is the peak of
+// trainer.lr_schedule (its config meaning, and what a resume restores): under warmup or cosine
+// the announced step runs at the schedule's share of the new value, so the answer says so
+// rather than read as if that step ran at the value itself.
+std::string trainer_effect(const std::string& key, const trainer_params& tp) {
+  const auto& p = tp.policy;
+  if (key != "trainer.lr" || p.lr_schedule == lr_schedule_kind::constant)
+    return "from the announced step";
+  return "from the announced step, as the peak of trainer.lr_schedule=" +
+         std::string(to_string(p.lr_schedule)) +
+         " (trainer.warmup_steps=" + std::to_string(p.warmup_steps) +
+         "): the schedule keeps scaling it; metrics.jsonl's lr is the rate each step used";
+}
+
 reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
   auto& st = self->state;
   auto& cur = live_cfg(self);
@@ -181,11 +195,12 @@ reply do_set(ctrl_ptr self, const std::string& name, const std::string& value) {
     return answer(event);
   }
   auto rp = self->make_response_promise<console_reply>();
+  const auto effect = trainer_effect(key, params.trainer);
   self->request(st.trainer, kRoleTimeout, set_atom::value, live_settings_of(params.trainer))
       .then(
-          [self, rp, event](int64_t step) mutable {
+          [self, rp, event, effect](int64_t step) mutable {
             event["effective_step"] = step;
-            event["effect"] = "from the announced step";
+            event["effect"] = effect;
             log_event(self, event);
             rp.deliver(answer(event));
           },
@@ -328,7 +343,10 @@ reply do_stop(ctrl_ptr self) {
   log_event(self, json{{"event", "stop"}, {"checkpoint", checkpoint}});
   if (checkpoint) {
     ++st.interrupts;  // as a first SIGINT: the checkpoint's writer stops the run
-    self->send(st.trainer, checkpoint_atom::value);
+    // And the trainer's side as a SIGINT's too: its cut ends its training. A plain checkpoint
+    // request left it training while the cut was written and the roles stopped, so its next
+    // step was counted in metrics.jsonl and summary.json but held by no checkpoint.
+    self->send(st.trainer, checkpoint_atom::value, interrupt_atom::value);
   } else {
     shutdown(self, "stopped from the console at step " + std::to_string(st.watch.last_step()),
              run_status::stopped);

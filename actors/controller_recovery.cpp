@@ -102,11 +102,22 @@ void write_cut(ctrl_ptr self, const delivery& d, double wall, int64_t tokens,
     ++st.result.faults.checkpoints_damaged;
     corrupt_checkpoint_file(path, /*truncate=*/false);
   }
-  if (st.interrupts > 0)
-    shutdown(self,
-             std::string(st.console_stop ? "stopped from the console" : "interrupted") +
-                 "; checkpoint of step " + std::to_string(rs.step) + " written to " + path,
-             st.console_stop ? run_status::stopped : run_status::interrupted);
+  if (st.interrupts == 0) return;
+  // The run stops at the interrupt's own cut: the trainer's last step, after which it trains no
+  // more. A cut written meanwhile (checkpoint.every_steps, the console's checkpoint) can be
+  // older: the trainer then still trains to its boundary and its cut comes next, or its cut came
+  // while this one was written and was passed over (one at a time), so it is asked for again.
+  // Stopping here would count steps in summary.json that no checkpoint holds.
+  const auto& tr = st.reported.trainer;
+  if (tr.phase == trainer_phase::training) return;
+  if (tr.phase == trainer_phase::interrupted && tr.step > rs.step) {
+    self->send(st.trainer, checkpoint_atom::value, interrupt_atom::value);
+    return;
+  }
+  shutdown(self,
+           std::string(st.console_stop ? "stopped from the console" : "interrupted") +
+               "; checkpoint of step " + std::to_string(rs.step) + " written to " + path,
+           st.console_stop ? run_status::stopped : run_status::interrupted);
 }
 
 }  // namespace

@@ -81,6 +81,7 @@ struct trainer_state {
   bool pulling = false;  // a pull is out (its answer may still arrive after the training ended)
   int64_t next_checkpoint = 0;     // checkpoint.every_steps: the next step due one; 0 = off
   bool checkpoint_wanted = false;  // the controller asked for one (a signal)
+  bool interrupt_wanted = false;   // ... and the run stops after it: the training ends there
   bool resumed = false;
 };
 
@@ -105,6 +106,7 @@ void set_phase(trainer_ptr self, trainer_phase p) {
 }
 
 void pull_next(trainer_ptr self);
+void cut_for_interrupt(trainer_ptr self);
 
 void finish_stop(trainer_ptr self) {
   auto& st = self->state;
@@ -441,7 +443,15 @@ void do_step(trainer_ptr self) {
     publish(self);
   }
   const bool due = st.next_checkpoint > 0 && st.step >= st.next_checkpoint;
-  if ((due || st.checkpoint_wanted) && at_checkpoint_boundary(self)) send_checkpoint(self);
+  if (!(due || st.checkpoint_wanted) || !at_checkpoint_boundary(self)) return;
+  // An interrupt's (or the console's stop's) checkpoint, waited for until the window closed,
+  // ends the training as one cut at a boundary does: a step trained after it would be in
+  // metrics.jsonl and summary.json's steps but in no checkpoint, and a resume would train it
+  // again.
+  if (st.interrupt_wanted)
+    cut_for_interrupt(self);
+  else
+    send_checkpoint(self);
 }
 
 // fully_async with require_batches > 1: a local update starts only once all of its
@@ -627,7 +637,8 @@ trainer_actor::behavior_type training(trainer_ptr self) {
       },
       [self](checkpoint_atom, interrupt_atom) {
         if (!at_checkpoint_boundary(self)) {
-          self->state.checkpoint_wanted = true;  // sync/periodic inside a window: at its end
+          // sync/periodic inside a window: at its end, and no step after it
+          self->state.checkpoint_wanted = self->state.interrupt_wanted = true;
           return;
         }
         cut_for_interrupt(self);

@@ -265,18 +265,31 @@ TEST(QueueUnit, AFencedIncarnationGetsNoCreditAndItsAbandonIsNotCountedTwice) {
 
 // A trainer in periodic mode with 2 groups per step and per sync, whose queue delivers group 0
 // at the first pull and holds the second pull until the test releases group 1: the step is at
-// a sync boundary between its groups.
+// a sync boundary between its groups. Other `overrides` shape other steps and windows (one
+// group a step: the hold falls between steps 1 and 2); with `serve_later`, every pull after the
+// held one gets its group at once, so a trainer that goes on training shows it.
 struct half_step_trainer {
   struct seen_t {
     int pulls = 0;
     std::optional<caf::typed_response_promise<delivery>> held;
     std::vector<int64_t> reports;
+    std::vector<double> lrs;  // each reported step's lr
     std::vector<trainer_checkpoint> checkpoints;
     std::vector<std::string> failures;
   };
+  explicit half_step_trainer(const std::vector<std::string>& overrides =
+                                 {"data.train_batch_size=2", "trainer.ppo_mini_batch_size=2"},
+                             bool serve_later = false)
+      : env(tiny_env(with_groups_of_two(overrides))), serve_later(serve_later) {}
+
+  static std::vector<std::string> with_groups_of_two(std::vector<std::string> o) {
+    o.insert(o.end(), {"rollout.n=2", "trainer.micro_batch_size=2"});
+    return o;
+  }
+
   test::coordinated_system cs;
-  env_ptr env = tiny_env({"data.train_batch_size=2", "trainer.ppo_mini_batch_size=2", "rollout.n=2",
-                          "trainer.micro_batch_size=2"});
+  env_ptr env;
+  bool serve_later;
   std::shared_ptr<seen_t> seen = std::make_shared<seen_t>();
   weight_snapshot initial;
   queue_actor queue;
@@ -306,9 +319,11 @@ struct half_step_trainer {
   /// the queue's: it must be the same stack depth as release_group_1's run.
   void start() {
     auto seen = this->seen;
+    const bool later = serve_later;
     test::queue_hooks qh;
     qh.pull = [=](queue_actor::pointer self, int64_t, int64_t, int64_t) -> caf::result<delivery> {
-      if (++seen->pulls == 1) return delivery{{group(0)}, {}};
+      const int n = ++seen->pulls;
+      if (n == 1 || (later && n > 2)) return delivery{{group(static_cast<uint64_t>(n - 1))}, {}};
       seen->held = self->make_response_promise<delivery>();
       return *seen->held;
     };
@@ -316,7 +331,10 @@ struct half_step_trainer {
     queue = test::fake_queue(cs, std::move(qh));
     auto sync = test::fake_synchronizer(cs, {});
     test::controller_hooks ch;
-    ch.report = [=](const step_report& r) { seen->reports.push_back(r.step); };
+    ch.report = [=](const step_report& r) {
+      seen->reports.push_back(r.step);
+      seen->lrs.push_back(r.update.lr);
+    };
     ch.checkpoint = [=](const trainer_checkpoint& c) { seen->checkpoints.push_back(c); };
     ch.fail = [=](const std::string& why) { seen->failures.push_back(why); };
     auto ctrl = test::fake_controller(cs, std::move(ch));
@@ -395,6 +413,70 @@ TEST(TrainerUnit, AnInterruptInsideAStepCheckpointsTheLastStepAtOnce) {
   t.release_group_1();
   t.cs.run_until([] { return false; }, 0);
   EXPECT_TRUE(seen->reports.empty()) << "the trainer trained after its interrupt checkpoint";
+  EXPECT_TRUE(seen->failures.empty());
+}
+
+// An interrupt, or the console's stop (the same message), inside a sync window of 2 steps: the
+// checkpoint waits for the window's end (step 2), and the trainer trains no more after it,
+// though the queue has the next group at once. Bug: the trainer trained step 3 while the
+// controller wrote the cut of step 2 and stopped the roles, so summary.json counted a step that
+// no checkpoint held (the console's stop: 20 steps, checkpoint 19).
+TEST(TrainerUnit, AnInterruptInsideASyncWindowCheckpointsItsEndAndTrainsNoMore) {
+  half_step_trainer t({"data.train_batch_size=2", "trainer.ppo_mini_batch_size=1",
+                       "trainer.total_steps=6", "checkpoint.every_steps=0"},
+                      /*serve_later=*/true);
+  t.start();
+  ASSERT_TRUE(t.cs.run_until([&] { return t.held(); }, 0));
+  auto& seen = t.seen;
+  ASSERT_EQ(seen->reports, (std::vector<int64_t>{1}));  // step 1 of the window [1, 2]
+  caf::anon_send(t.trainer, checkpoint_atom::value, interrupt_atom::value);
+  t.cs.sched().run();
+  EXPECT_TRUE(seen->checkpoints.empty()) << "a checkpoint inside the sync window";
+  t.release_group_1();
+  t.cs.run_until([] { return false; }, 0);
+  EXPECT_FALSE(t.down->has_value()) << "the trainer died: " << t.cs.sys().render(**t.down);
+  ASSERT_EQ(seen->checkpoints.size(), 1u);
+  EXPECT_EQ(seen->checkpoints[0].step, 2);
+  EXPECT_EQ(seen->reports, (std::vector<int64_t>{1, 2}))
+      << "the trainer trained after its interrupt checkpoint";
+  EXPECT_EQ(seen->pulls, 2);
+  EXPECT_TRUE(seen->failures.empty());
+}
+
+// The console's `set trainer.lr` under trainer.lr_schedule=warmup sets the schedule's peak:
+// from the announced step the schedule scales the new value from where it is. Warmup over 4
+// steps at 1e-3; after step 1, with the pull for step 2 out, 2e-4 is announced for step 3:
+// steps 1, 2 at 1e-3 x 1/4, 2/4, then 2e-4 x 3/4 and 2e-4. Catches a new lr that bypasses the
+// schedule (2e-4 at step 3), restarts it (2e-4 / 4), or comes a step early or late.
+TEST(TrainerUnit, ALiveLrIsTheSchedulesPeakFromTheAnnouncedStep) {
+  half_step_trainer t(
+      {"data.train_batch_size=1", "trainer.total_steps=4", "checkpoint.every_steps=0",
+       "trainer.lr=1e-3", "trainer.lr_schedule=warmup", "trainer.warmup_steps=4"},
+      /*serve_later=*/true);
+  t.start();
+  ASSERT_TRUE(t.cs.run_until([&] { return t.held(); }, 0));
+  auto& seen = t.seen;
+  ASSERT_EQ(seen->reports, (std::vector<int64_t>{1}));
+  auto live = live_settings_of(t.env->params.trainer);
+  live.lr = 2e-4;
+  auto announced = std::make_shared<int64_t>(0);
+  auto trainer = t.trainer;
+  t.cs.sys().spawn([=](caf::event_based_actor* self) {
+    self->request(trainer, caf::infinite, set_atom::value, live).then([=](int64_t step) {
+      *announced = step;
+    });
+  });
+  ASSERT_TRUE(t.cs.run_until([&] { return *announced > 0; }, 0));
+  EXPECT_EQ(*announced, 3);  // step 2's group is on its way in the pull
+  t.release_group_1();
+  t.cs.run_until([] { return false; }, 0);
+  EXPECT_FALSE(t.down->has_value()) << "the trainer died: " << t.cs.sys().render(**t.down);
+  ASSERT_EQ(seen->reports, (std::vector<int64_t>{1, 2, 3, 4}));
+  ASSERT_EQ(seen->lrs.size(), 4u);
+  EXPECT_DOUBLE_EQ(seen->lrs[0], 1e-3 * 1 / 4);
+  EXPECT_DOUBLE_EQ(seen->lrs[1], 1e-3 * 2 / 4);
+  EXPECT_DOUBLE_EQ(seen->lrs[2], 2e-4 * 3 / 4);
+  EXPECT_DOUBLE_EQ(seen->lrs[3], 2e-4);
   EXPECT_TRUE(seen->failures.empty());
 }
 

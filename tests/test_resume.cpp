@@ -111,6 +111,15 @@ std::optional<run_state> latest(const std::string& ckpt, std::vector<std::string
   return std::move(p->run);
 }
 
+// An interrupted run trained exactly the steps of its last checkpoint: none after it in
+// metrics.jsonl or the result's steps (held by no checkpoint, a resume would train them again).
+void expect_stopped_at_its_checkpoint(const test::run_outcome& o) {
+  EXPECT_EQ(o.result.steps, o.result.checkpoint_step) << "steps trained after the interrupt's cut";
+  ASSERT_FALSE(o.metrics.empty());
+  EXPECT_EQ(nlohmann::json::parse(o.metrics.back())["step"].get<int64_t>(),
+            o.result.checkpoint_step);
+}
+
 // Runs to completion with an interrupt at each of `stops` (steps), resuming each time.
 test::run_outcome interrupted_run(const run_config& cfg, const run_dir& d,
                                   const std::vector<int64_t>& stops, int64_t* resumes) {
@@ -119,6 +128,7 @@ test::run_outcome interrupted_run(const run_config& cfg, const run_dir& d,
     auto o = run_coordinated(cfg, d.files(at, std::move(from)));
     EXPECT_TRUE(o.finished);
     EXPECT_EQ(o.result.status, run_status::interrupted) << o.result.error;
+    expect_stopped_at_its_checkpoint(o);
     from = latest(d.ckpt(), nullptr);
     EXPECT_TRUE(from.has_value());
     ++*resumes;
@@ -178,6 +188,7 @@ TEST(Resume, PeriodicWithTwoStepWindowsCheckpointsAtTheWindowEnd) {
   auto stopped = run_coordinated(cfg, d.files(3));
   EXPECT_EQ(stopped.result.status, run_status::interrupted);
   EXPECT_EQ(stopped.result.checkpoint_step, 4);
+  expect_stopped_at_its_checkpoint(stopped);  // and not step 5 on top
   expect_updates_after(ref, 4);
   auto o = run_coordinated(cfg, d.files(0, latest(d.ckpt(), nullptr)));
   ASSERT_TRUE(o.result.ok) << o.result.error;

@@ -28,13 +28,18 @@ nlohmann::ordered_json summarize(const run_result& r) {
                           {"observations_cut", c.observations_cut},
                           {"env_retries", c.env_retries},
                           {"env_failures", c.env_failures}});
-  return {{"ok", r.ok},
+  // `ok`: the run ended as asked, without an error, exactly when the exit code is 0. The
+  // console's stop is asked for (exit 0, resumable): ok, and its message is not an error (it is
+  // on stderr; the checkpoint and its step are below). An interrupt (exit 130) is not ok.
+  const bool stopped = r.status == run_status::stopped;
+  return {{"ok", r.ok || stopped},
           {"status", to_string(r.status)},
-          {"error", r.error},
+          {"error", stopped ? std::string() : r.error},
           {"steps", r.steps},
           {"resumed_from_step", r.resumed_from_step},
           {"checkpoints_written", r.checkpoints},
           {"checkpoint", r.checkpoint},
+          {"checkpoint_step", r.checkpoint_step},  // the step it continues from (0: none)
           {"rollouter_restarts", r.rollouter_restarts},
           {"remote_rollouters_joined", r.remote_rollouters_joined},
           {"remote_rollouters_lost", r.remote_rollouters_lost},

@@ -40,7 +40,8 @@ const std::vector<command_info> kCommands = {
      "checkpoint.every_steps, eval.every_steps, runtime.progress_timeout_s.\n"
      "The value is checked like the config file's, cross-checks included. The trainer applies\n"
      "the change at its next step boundary (the announced step); every change is logged to\n"
-     "<run_dir>/events.jsonl. Live changes are not kept by `train --resume`.",
+     "<run_dir>/events.jsonl. trainer.lr is the peak of trainer.lr_schedule: warmup and\n"
+     "cosine keep scaling it. `train --resume` restores live changes from the checkpoint.",
      2, 2, true, site::run},
     {console_cmd::pause, "pause", "pause", "stop admitting new groups (training drains)",
      "Rollouters finish what they were given; the trainer trains what is queued, then waits.\n"

@@ -120,6 +120,21 @@ print("ok: lr", old, "for steps <", step, "and", new, "from step", step, "on")
 PY
 }
 
+# stopped_at_checkpoint RUN_DIR: the console's stop ended the training at its checkpoint (a step
+# trained after it would be counted by summary.json and metrics.jsonl, held by no checkpoint,
+# and trained again by the resume), and a stop is not a failure: ok, no error, exit code 0.
+stopped_at_checkpoint() {
+  python3 - "$1" <<'PY' || fail "the stop's summary"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+last = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")][-1]["step"]
+assert s["status"] == "stopped" and s["ok"] and s["error"] == "", (s["status"], s["ok"], s["error"])
+assert s["steps"] == s["checkpoint_step"] == last, (s["steps"], s["checkpoint_step"], last)
+assert s["checkpoint"].endswith("step-%08d.ckpt" % s["steps"]), s["checkpoint"]
+print("ok: stopped at step", s["steps"], "with its checkpoint", s["checkpoint"])
+PY
+}
+
 case "$CASE" in
   session)
     start_train run async_training.mode="$MODE" reward.timeout_ms=200
@@ -186,6 +201,7 @@ case "$CASE" in
     check "$WORK/s5.jsonl" 'r[0]["ok"] and not r[1]["ok"] and "the run has ended" in r[1]["error"]' "a command after the run ended"
     grep -q "^stopped: stopped from the console" "$WORK/run.log" || fail "train did not report the stop"
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped --restarts 1 || fail "accounting"
+    stopped_at_checkpoint "$WORK/run"
     python3 - "$WORK/run" <<'PY' || fail "summary after the console's session"
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
@@ -225,6 +241,7 @@ PY
     rc=0; wait "$WORKER" || rc=$?
     [[ $rc -eq 0 ]] || fail "the worker exited with $rc after the stop"
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped --joined 2 --restarts 1 || fail "accounting"
+    stopped_at_checkpoint "$WORK/run"
     check_events "$WORK/run" add-rollouter set remove-rollouter kill stop
     ;;
   staleness)
@@ -253,6 +270,7 @@ assert max(before) > 1, ("nothing staler than 1 before step", s, before)
 print("ok: staleness_max up to", max(before), "before step", s, "and at most", max(after), "from it on")
 PY
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    stopped_at_checkpoint "$WORK/run"
     ;;
   config)
     # The console starts the run itself and detaches; a second console stops it. The run's log
@@ -281,6 +299,7 @@ PY
     grep -q "^stopped: stopped from the console" "$WORK/run/train.log" ||
       fail "the run did not stop within 30 s (or its log is not in its run_dir)"
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    stopped_at_checkpoint "$WORK/run"
     ;;
   security)
     bash "$ROOT/scripts/make-certs.sh" "$WORK/ca-a" >/dev/null
@@ -301,6 +320,7 @@ PY
     repl --attach "$WORK/run" --tls-dir "$A" --json --exec "stop" >"$WORK/stop.jsonl"
     wait_train
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    stopped_at_checkpoint "$WORK/run"
     [[ ! -f "$WORK/run/events.jsonl" ]] || ! grep -q '"set"\|"pause"' "$WORK/run/events.jsonl" ||
       fail "a read-only console changed the run"
     ;;
@@ -340,6 +360,7 @@ PY
     check "$WORK/owner.jsonl" 'all(x["ok"] for x in r) and r[1]["result"]["value"] == "0.01"' "the owner (with run.secret) steers the run, unchanged by the others"
     wait_train
     python3 "$ROOT/tests/check_run.py" "$WORK/run" --status stopped || fail "accounting"
+    stopped_at_checkpoint "$WORK/run"
     echo "ok: $n refusals logged; only the owner stopped the run"
     ;;
   tty)
