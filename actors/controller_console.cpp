@@ -343,6 +343,13 @@ reply do_stop(ctrl_ptr self) {
   log_event(self, json{{"event", "stop"}, {"checkpoint", checkpoint}});
   if (checkpoint) {
     ++st.interrupts;  // as a first SIGINT: the checkpoint's writer stops the run
+    // Paused, the step or sync window in progress may wait for groups the held admission does
+    // not let start, and inside a sync window (sync, periodic) the cut waits for its end: the
+    // stop waited for a resume. The run ends anyway, so admission opens again.
+    if (st.paused) {
+      st.paused = false;
+      self->send(st.queue, hold_atom::value, false);
+    }
     // And the trainer's side as a SIGINT's too: its cut ends its training. A plain checkpoint
     // request left it training while the cut was written and the roles stopped, so its next
     // step was counted in metrics.jsonl and summary.json but held by no checkpoint.

@@ -1,5 +1,6 @@
 #include "actors/controller_views.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace asyncrl {
@@ -92,10 +93,22 @@ json console_status_view(const controller_state& st, const queue_stats* q,
   const auto dropped = static_cast<int64_t>(st.ledger.dropped_seqs().size());
   const auto in_flight = static_cast<int64_t>(st.ledger.in_flight());
   const auto retry = static_cast<int64_t>(st.loader.waiting().size());
+  // Where the prompts in flight are: being generated at a rollouter, scored by the Reward,
+  // queued, or with the trainer (consumed into its open step, or buffered): what the others
+  // leave, exact once the run is still (a group on its way between two roles counts there).
+  // A pause holds admission at once, so a step whose groups are partly in stays open with them
+  // until resume: without this count they showed as in flight on idle rollouters.
+  int64_t generating = 0;
+  for (auto& [w, n] : st.ledger.in_flight_by_worker())
+    generating += n;
+  const int64_t with_trainer =
+      q && rc ? std::max<int64_t>(0, in_flight - generating - rc->in_progress - q->depth) : -1;
   j["in_flight"] = {{"prompts", in_flight},
                     {"to_regenerate", retry},
+                    {"generating", generating},
                     {"scoring_groups", rc ? rc->in_progress : -1},
-                    {"queued_groups", q ? q->depth : -1}};
+                    {"queued_groups", q ? q->depth : -1},
+                    {"trainer_groups", with_trainer}};
   j["accounting"] = {
       {"dispatched", dispatched}, {"trained", trained},
       {"dropped", dropped},       {"in_flight", in_flight},

@@ -66,9 +66,11 @@ void run_ledger::restore(std::vector<uint64_t> trained, std::vector<uint64_t> dr
 }
 
 std::map<int32_t, int64_t> run_ledger::in_flight_by_worker() const {
+  // Completed groups are left out: counted here, an idle rollouter showed the groups it had
+  // finished long ago while they waited in the trainer's open step (a paused run).
   std::map<int32_t, int64_t> n;
   for (auto& [id, e] : in_flight_)
-    ++n[e.worker];
+    if (!e.completed) ++n[e.worker];
   return n;
 }
 

@@ -38,7 +38,8 @@ class run_ledger {
   /// Seqs of every task still in flight.
   std::vector<uint64_t> in_flight_seqs() const;
   size_t in_flight() const { return in_flight_.size(); }
-  /// Tasks in flight per rollouter (-1: restored from a checkpoint, scored, in the queue).
+  /// Tasks each rollouter is still generating: dispatched to it and not completed. A completed
+  /// group has left it (for the Reward, the queue or the trainer) and counts in in_flight() only.
   std::map<int32_t, int64_t> in_flight_by_worker() const;
 
   const std::vector<uint64_t>& trained_seqs() const { return trained_seqs_; }

@@ -350,6 +350,7 @@ void publish(trainer_ptr self) {
                             rollout_weights_dtype(st.args.env->params.rollouter),
                             on_accelerator(policy) ? snapshot_place::device : snapshot_place::host);
   }();
+  const auto version = snap.version;
   self->request(st.args.synchronizer, caf::infinite, publish_atom::value, std::move(snap))
       .then(
           [self](const sync_report& r) {
@@ -357,8 +358,15 @@ void publish(trainer_ptr self) {
             self->state.last_sync_ms = r.time_ms;
             self->state.last_sync_bytes = r.bytes;
           },
-          [self](const caf::error& e) {
-            if (!finished(self->state))
+          [self, version](const caf::error& e) {
+            if (finished(self->state)) return;
+            // A shutdown stops the synchronizer first and the trainer last (controller.cpp), so
+            // a step that ends in between publishes to a synchronizer that is gone: expected,
+            // and no warning (it was one at every console `stop` of a busy run). A synchronizer
+            // that ends any other way is reported by the controller, which watches it.
+            if (e == caf::sec::request_receiver_down)
+              spdlog::debug("trainer: v{} not published: the synchronizer has stopped", version);
+            else
               spdlog::warn("trainer: publish failed: {}", self->system().render(e));
           });
 }

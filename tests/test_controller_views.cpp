@@ -29,11 +29,11 @@ rollout_progress progress(int32_t worker, rollouter_state state, int64_t version
 // two trained, one dropped, two in flight on rollouter 0, one waiting to be generated again.
 struct ControllerViews : ::testing::Test {
   controller_state st;
+  std::vector<prompt_task> handed;
   ControllerViews() {
     st.args.env = test::tiny_env({"trainer.total_steps=9"});
     st.loader = prompt_loader({{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 9}, {8, 8}},
                               {"a", "b", "c", "d", "e", "f"}, 1);
-    std::vector<prompt_task> handed;
     for (int i = 0; i < 6; ++i)
       handed.push_back(st.loader.next());
     for (int i = 0; i < 5; ++i)
@@ -129,6 +129,51 @@ TEST_F(ControllerViews, StatusShowsTheQueueAndTheRewardWhenTheyAnswer) {
   EXPECT_EQ(j["reward"]["state"], "scoring");
   EXPECT_EQ(j["in_flight"]["scoring_groups"], 4);
   EXPECT_EQ(j["in_flight"]["queued_groups"], 5);
+}
+
+// A paused run (the report: "8 prompts in flight on an idle rollouter, no progress"). Rollouter
+// 0 finished both of its prompts and went idle; one group is queued and the other is in the
+// trainer's open step, which waits for groups that the held admission does not let start.
+// Fails if: a finished group is still counted at its rollouter, a prompt in flight is not
+// shown where it is (generating, scoring, queued, with the trainer), or counted twice.
+TEST_F(ControllerViews, FinishedGroupsAreShownWithTheTrainerNotAtTheirIdleRollouter) {
+  st.ledger.completed(handed[3].group_id);
+  st.ledger.completed(handed[4].group_id);
+  st.paused = true;
+  st.roster.report(progress(0, rollouter_state::idle, 3));
+  queue_stats q;
+  q.depth = 1;
+  q.held = true;
+  reward_counts rc;
+  auto j = console_status_view(st, &q, &rc);
+  EXPECT_EQ(j["run"]["state"], "paused");
+  EXPECT_EQ(j["rollouters"][0]["state"], "idle");
+  EXPECT_EQ(j["rollouters"][0]["prompts_in_flight"], 0);
+  const auto& f = j["in_flight"];
+  EXPECT_EQ(f["prompts"], 2);
+  EXPECT_EQ(f["generating"], 0);
+  EXPECT_EQ(f["scoring_groups"], 0);
+  EXPECT_EQ(f["queued_groups"], 1);
+  EXPECT_EQ(f["trainer_groups"], 1);
+  EXPECT_EQ(j["accounting"]["holds"], true);
+  // Without the queue's or the Reward's answer the trainer's share is unknown, not guessed.
+  EXPECT_EQ(console_status_view(st, nullptr, &rc)["in_flight"]["trainer_groups"], -1);
+  EXPECT_EQ(console_status_view(st, &q, nullptr)["in_flight"]["trainer_groups"], -1);
+}
+
+// One of rollouter 0's prompts finished and is being scored, the other is still generated.
+// Fails if: the rollouter's count includes the finished one, or the scored one is also
+// counted as with the trainer.
+TEST_F(ControllerViews, ARolloutersCountIsWhatItIsStillGenerating) {
+  st.ledger.completed(handed[3].group_id);
+  queue_stats q;
+  reward_counts rc;
+  rc.in_progress = 1;
+  auto j = console_status_view(st, &q, &rc);
+  EXPECT_EQ(j["rollouters"][0]["prompts_in_flight"], 1);
+  EXPECT_EQ(j["in_flight"]["generating"], 1);
+  EXPECT_EQ(j["in_flight"]["scoring_groups"], 1);
+  EXPECT_EQ(j["in_flight"]["trainer_groups"], 0);
 }
 
 // Fails if: a reward slot's load is shown for the wrong slot, or the reward's counts are

@@ -92,9 +92,15 @@ std::string render_status(const json& j) {
                    field(st, "max_staleness"), field(st, "staleness_threshold"),
                    field(st, "max_delivered"));
   const auto& f = j["in_flight"];
-  s += fmt::format("in flight: {} prompts, {} to regenerate, {} groups scoring, {} queued\n",
-                   field(f, "prompts"), field(f, "to_regenerate"), field(f, "scoring_groups"),
-                   field(f, "queued_groups"));
+  // Paused, the groups with the trainer are an open step that waits for the groups admission
+  // holds back: they are neither lost nor stuck at a rollouter.
+  const bool waits = field(run, "state") == "paused" && f.value("trainer_groups", 0) > 0;
+  s += fmt::format(
+      "in flight: {} prompts ({} generating, {} groups scoring, {} queued, {} with the trainer{}), "
+      "{} to regenerate\n",
+      field(f, "prompts"), field(f, "generating"), field(f, "scoring_groups"),
+      field(f, "queued_groups"), field(f, "trainer_groups"),
+      waits ? ": its open step waits for resume" : "", field(f, "to_regenerate"));
   const auto& a = j["accounting"];
   s += fmt::format(
       "accounting: dispatched {} = trained {} + dropped {} + in flight {} + to regenerate {} "

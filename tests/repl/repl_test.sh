@@ -161,6 +161,9 @@ case "$CASE" in
     wait_drained "$WORK/run"
     repl --attach "$WORK/run" --json --exec "status; resume" >"$WORK/s2.jsonl"
     check "$WORK/s2.jsonl" 'r[0]["result"]["run"]["state"] == "paused" and r[0]["result"]["queue"]["held"] and r[0]["result"]["accounting"]["holds"]' "paused status"
+    # Drained, every prompt in flight is where status says: none at an idle rollouter, the rest
+    # scored, queued or with the trainer (an open step waits for resume).
+    check "$WORK/s2.jsonl" 'all(x["prompts_in_flight"] == 0 for x in r[0]["result"]["rollouters"] if x["state"] == "idle") and (lambda f: f["prompts"] == f["generating"] + f["scoring_groups"] + f["queued_groups"] + f["trainer_groups"])(r[0]["result"]["in_flight"])' "paused: where the prompts in flight are"
     check "$WORK/s2.jsonl" 'r[1]["ok"] and not r[1]["result"]["paused"]' "resume"
     wait_steps "$WORK/run" $((DRAINED_AT + 3))
     [[ $DRAINED_AT -ge $LR_STEP ]] || wait_steps "$WORK/run" $((LR_STEP + 1))
