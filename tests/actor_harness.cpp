@@ -104,10 +104,9 @@ int64_t lines_in(const std::string& path) {
 
 }  // namespace
 
-run_outcome run_coordinated(const run_config& cfg, run_files files) {
-  run_outcome out;
+started_run start_coordinated_run(caf::actor_system& sys, const run_config& cfg,
+                                  const run_files& files, const std::string& tag) {
   spdlog::set_level(spdlog::level::from_str(cfg.runtime.log_level));
-  const std::string metrics = files.run_dir + "/metrics.jsonl";
   auto tok = char_tokenizer::builtin();
   auto mcfg = model_config::from_init(cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id());
   auto model = init_causal_lm(mcfg, cfg.model.init.init_std,
@@ -127,22 +126,33 @@ run_outcome run_coordinated(const run_config& cfg, run_files files) {
   ca.run_dir = files.run_dir;
   ca.show_progress = false;
   ca.checkpoint_dir = files.checkpoint_dir;
-  ca.config_yaml = "coordinated test run";
-  ca.resume = std::move(files.resume);
+  ca.config_yaml = tag;
+  ca.resume = files.resume;
+  started_run out{caf::actor_cast<caf::actor>(spawn_controller(sys, ca)),
+                  std::make_shared<std::optional<run_result>>()};
+  auto ctrl = caf::actor_cast<controller_actor>(out.ctrl);
+  auto result = out.result;
+  sys.spawn([ctrl, result](caf::event_based_actor* self) {
+    self->request(ctrl, caf::infinite, run_atom::value)
+        .then([result](run_result& r) { *result = std::move(r); },
+              [result](caf::error& e) {
+                run_result r;
+                r.ok = false;
+                r.error = to_string(e);
+                *result = std::move(r);
+              });
+  });
+  return out;
+}
+
+run_outcome run_coordinated(const run_config& cfg, run_files files) {
+  run_outcome out;
+  const std::string metrics = files.run_dir + "/metrics.jsonl";
   {
     coordinated_system cs;
-    auto result = std::make_shared<std::optional<run_result>>();
-    auto ctrl = spawn_controller(cs.sys(), ca);
-    cs.sys().spawn([ctrl, result](caf::event_based_actor* self) {
-      self->request(ctrl, caf::infinite, run_atom::value)
-          .then([result](run_result& r) { *result = std::move(r); },
-                [result](caf::error& e) {
-                  run_result r;
-                  r.ok = false;
-                  r.error = to_string(e);
-                  *result = std::move(r);
-                });
-    });
+    auto run = start_coordinated_run(cs.sys(), cfg, files, "coordinated test run");
+    const auto ctrl = run.ctrl;
+    const auto result = run.result;
     if (files.interrupt_at_step > 0) {
       // The metrics line of a step is written when its report arrives: interrupt right then.
       cs.run_until(

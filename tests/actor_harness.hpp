@@ -73,6 +73,16 @@ struct run_files {
   std::optional<run_state> resume;
 };
 
+/// The controller of a run of `cfg` as `asyncrl train` builds it with the built-in tokenizer
+/// (a fresh model from model.init, arithmetic data), spawned on `sys` and asked to run: the
+/// run's result lands in `result` when it ends. `tag` is the run's config text.
+struct started_run {
+  caf::actor ctrl;
+  std::shared_ptr<std::optional<run_result>> result;
+};
+started_run start_coordinated_run(caf::actor_system& sys, const run_config& cfg,
+                                  const run_files& files, const std::string& tag);
+
 /// Runs the actor part of a training run on a fresh coordinated system.
 run_outcome run_coordinated(const run_config& cfg);
 /// The same, with files the caller keeps (checkpoints, resume, the ledger).

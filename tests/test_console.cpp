@@ -549,42 +549,11 @@ struct console_run {
 
   explicit console_run(const std::vector<std::string>& overrides)
       : lc(test::tiny_run_config(overrides)) {
-    const auto& cfg = lc->cfg;
-    spdlog::set_level(spdlog::level::from_str(cfg.runtime.log_level));  // as run_coordinated
-    auto tok = char_tokenizer::builtin();
-    auto mcfg =
-        model_config::from_init(cfg.model.init, tok.vocab_size(), tok.bos_id(), tok.eos_id());
-    auto model = init_causal_lm(mcfg, cfg.model.init.init_std,
-                                static_cast<uint64_t>(cfg.runtime.seed), torch::kCPU);
-    arith_options ao;
-    ao.min_digits = static_cast<int>(cfg.data.arith.min_digits);
-    ao.max_digits = static_cast<int>(cfg.data.arith.max_digits);
-    auto data = generate_arith_splits(ao, static_cast<size_t>(cfg.data.train_size),
-                                      static_cast<size_t>(cfg.data.test_size),
-                                      static_cast<uint64_t>(cfg.data.seed));
-    controller_args ca;
-    ca.env = make_env(make_role_params(cfg), mcfg, std::make_shared<char_tokenizer>(tok),
-                      /*detached=*/false);
-    ca.initial = snapshot_weights(*model, 0);
-    ca.train = data.train;
-    ca.test = data.test;
-    ca.run_dir = dir.path().string();
-    ca.show_progress = false;
-    ca.checkpoint_dir = dir.file("checkpoints");
-    ca.config_yaml = "coordinated console run";
-    ctrl = spawn_controller(cs.sys(), ca);
-    auto r = result;
-    auto c = ctrl;
-    cs.sys().spawn([c, r](caf::event_based_actor* self) {
-      self->request(c, caf::infinite, run_atom::value)
-          .then([r](run_result& x) { *r = std::move(x); },
-                [r](caf::error& e) {
-                  run_result x;
-                  x.ok = false;
-                  x.error = to_string(e);
-                  *r = std::move(x);
-                });
-    });
+    auto run = test::start_coordinated_run(
+        cs.sys(), lc->cfg, test::run_files{dir.path().string(), dir.file("checkpoints"), 0, {}},
+        "coordinated console run");
+    ctrl = caf::actor_cast<controller_actor>(run.ctrl);
+    result = run.result;
   }
   ~console_run() {
     if (!result->has_value()) caf::anon_send_exit(ctrl, caf::exit_reason::kill);
@@ -639,6 +608,13 @@ nlohmann::json pause_where(console_run& run,
   return nullptr;
 }
 
+// Sends `stop`; the run's result once it ends, or nullptr if it went quiet first (it waits).
+const run_result* stop_and_wait(console_run& run) {
+  run.ask(console_cmd::stop);
+  if (!run.cs.run_until([&] { return run.result->has_value(); }, 100)) return nullptr;
+  return &**run.result;
+}
+
 // `pause` holds admission at once, so fully_async's trainer can be left with a step whose
 // groups are partly in; the console's `stop` then cut its checkpoint only at that step's end,
 // which needs groups the held admission never lets start: the run waited for a resume (found
@@ -659,10 +635,9 @@ TEST(ConsoleRun, AStopAfterAPauseCheckpointsAndEndsWithoutWaitingForAResume) {
   });
   ASSERT_FALSE(s.is_null()) << "no pause left the trainer with an open step";
   const auto step = s["run"]["step"].get<int64_t>();
-  run.ask(console_cmd::stop);
-  ASSERT_TRUE(run.cs.run_until([&] { return run.result->has_value(); }, 100))
-      << "the stop waited for a resume";
-  const auto& r = **run.result;
+  const auto* stopped = stop_and_wait(run);
+  ASSERT_NE(stopped, nullptr) << "the stop waited for a resume";
+  const auto& r = *stopped;
   EXPECT_EQ(r.status, run_status::stopped) << r.error;
   EXPECT_EQ(r.checkpoint_step, step) << r.error;  // cut at once, the open step dropped
   EXPECT_FALSE(r.checkpoint.empty());
@@ -681,10 +656,9 @@ TEST(ConsoleRun, AStopAfterAPauseInsideASyncWindowCheckpointsAtTheWindowsEnd) {
       run, [](const nlohmann::json& x) { return x["run"]["step"].get<int64_t>() % 2 == 1; });
   ASSERT_FALSE(s.is_null()) << "no pause landed inside a sync window";
   const auto step = s["run"]["step"].get<int64_t>();
-  run.ask(console_cmd::stop);
-  ASSERT_TRUE(run.cs.run_until([&] { return run.result->has_value(); }, 100))
-      << "the stop waited for a resume";
-  const auto& r = **run.result;
+  const auto* stopped = stop_and_wait(run);
+  ASSERT_NE(stopped, nullptr) << "the stop waited for a resume";
+  const auto& r = *stopped;
   EXPECT_EQ(r.status, run_status::stopped) << r.error;
   EXPECT_EQ(r.checkpoint_step, step + 1) << r.error;
   EXPECT_FALSE(r.checkpoint.empty());

@@ -126,8 +126,10 @@ TEST_P(PeriodicEqualsSync, AfterThreeSteps) {
     EXPECT_EQ(sm[s]["grad_norm"], pm[s]["grad_norm"]) << "step " << s + 1;
     updates += sm[s]["grad_norm"].get<double>() > 0;
   }
+  // At least one (1.13: all 3 in every case; libtorch 2.11's bf16 kernels sample other tokens,
+  // and bf16_batch1 updates at step 1 only there; later steps then start from moved weights).
   std::cout << "[theorem1-runtime] " << updates << " of 3 steps changed the weights\n";
-  EXPECT_EQ(updates, 3);
+  EXPECT_GT(updates, 0);
   if (invariant) {
     // Every rollout log-prob equals the trainer's: the TIS weights are exactly 1 in both runs.
     for (auto* run : {&a, &b})
@@ -460,12 +462,16 @@ TEST(RuntimeModes, EagerMicroBatchesStartOnTheFirstGroupAndTrainEveryResponseOnc
                                         "workload.max=12"};
   auto run = [&](std::vector<std::string> o) {
     o.insert(o.end(), common.begin(), common.end());
+    // A reward the random tiny model earns ("1": the math reward is always 0 for it, and the
+    // weight comparison below would be empty; so it was until 2026-11-29).
+    o.insert(o.end(), {"reward.function=prefix", "reward.prefix=1"});
     auto lc = tiny_run_config(o);
     auto out = run_coordinated(lc->cfg);
     EXPECT_TRUE(out.finished && out.result.ok) << out.result.error;
     return out;
   };
   auto sync = run({"async_training.mode=sync"});
+  EXPECT_GT(test::steps_that_updated(sync.metrics), 0) << "no update: nothing to compare";
   auto lazy = run({"async_training.mode=periodic", "trainer.eager_micro_batches=false"});
   auto eager = run({"async_training.mode=periodic", "trainer.eager_micro_batches=true"});
   ASSERT_TRUE(sync.result.ok && lazy.result.ok && eager.result.ok);
@@ -491,11 +497,14 @@ TEST(RuntimeModes, EagerMicroBatchesStartOnTheFirstGroupAndTrainEveryResponseOnc
     for (int64_t i = 0; i < b.numel(); ++i)
       worst = std::max(worst, double(std::abs(w[i] - ws[i])));
     // The same sum in other float32 pieces. (Adam's first steps move each weight by about
-    // lr * sign(gradient), so a lost or doubled response may hide here: samples_trained above
-    // is the check for that; this one catches a wrong gradient, e.g. a wrong response trained.)
+    // lr * sign(gradient) = 1e-3, so a lost or doubled response may hide here: samples_trained
+    // above is the check for that; this one catches a wrong gradient, e.g. a wrong response
+    // trained, which flips signs and moves weights by up to 2 lr. The rounding of other pieces,
+    // amplified by Adam where a gradient is near 0, measured 3.1e-6 with libtorch 1.13: the bound
+    // is 2e-5, 50 times under lr.)
     std::cout << "[eager-micro] " << (o == &eager ? "eager" : "lazy")
               << " vs sync after 3 steps: max |diff| " << worst << "\n";
-    EXPECT_LT(worst, 1e-6) << (o == &eager ? "eager" : "lazy");
+    EXPECT_LT(worst, 2e-5) << (o == &eager ? "eager" : "lazy");
   }
 }
 
