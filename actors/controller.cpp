@@ -436,6 +436,9 @@ controller_actor::behavior_type controller_fn(ctrl_ptr self, controller_args arg
         auto& st = self->state;
         st.t0 = clock::now();
         st.metrics.open(st.args.run_dir, st.resumed);
+        if (st.args.tensorboard)
+          st.metrics.open_tensorboard(st.args.run_dir, st.args.config_yaml,
+                                      st.resumed ? st.result.resumed_from_step : -1);
         if (st.args.show_progress)
           st.bar = std::make_unique<progress_line>("train", st.args.env->plan.total_steps, 1);
         st.done = self->make_response_promise<run_result>();

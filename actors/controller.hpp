@@ -34,6 +34,7 @@ struct controller_args {
   bool show_progress = true;
   std::string checkpoint_dir;  // empty = no checkpoints
   std::string config_yaml;     // the resolved config, saved in every checkpoint
+  bool tensorboard = false;    // runtime.tensorboard: events files in <run_dir>/tensorboard/
   // Without TLS, what a console or worker in another process must present (run.secret in the
   // run directory, mode 0600: only its owner can read it). Empty: none asked (TLS, or tests).
   std::string secret;

@@ -1,5 +1,6 @@
 #include "actors/metrics_log.hpp"
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,22 @@
 namespace asyncrl {
 
 namespace {
+// The scalars of a metrics.jsonl line for TensorBoard: every number (a boolean as 0/1) under
+// its key, a nested object's as "key/inner"; "step" is the x axis, not a scalar, and null (not
+// measured, or not finite) is left out.
+void flatten(const nlohmann::json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, double>>& out) {
+  for (auto& [k, v] : j.items()) {
+    const auto tag = prefix.empty() ? k : prefix + "/" + k;
+    if (v.is_object())
+      flatten(v, tag, out);
+    else if (v.is_boolean())
+      out.emplace_back(tag, v.get<bool>() ? 1.0 : 0.0);
+    else if (v.is_number() && !(prefix.empty() && k == "step"))
+      out.emplace_back(tag, v.get<double>());
+  }
+}
+
 // A duration in ms as seconds; negative (not measured) as null.
 nlohmann::ordered_json ms_or_null(double ms) {
   return ms < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(ms / 1000.0);
@@ -85,6 +102,33 @@ void metrics_log::open(const std::string& run_dir, bool append) {
                                           append ? std::ios::app : std::ios::trunc);
 }
 
+void metrics_log::open_tensorboard(const std::string& run_dir, const std::string& config_yaml,
+                                   int64_t resumed_step) {
+  if (run_dir.empty()) return;
+  try {
+    // A resume starts a new file instead of appending: the last one may hold steps after the
+    // checkpoint (trained, then lost with the failure), which the resumed run trains again.
+    // TensorBoard reads a directory's files in name order (the name starts with the unix
+    // time) as one run. Each file starts with a SessionLog START at its first step: the
+    // server's reader takes the first START it sees as the start and each later one as a
+    // restart, dropping every event of an earlier file at or after that step, as for
+    // TensorFlow's own restarts. So the steps shown are each written once, like
+    // metrics.jsonl's (trim_metrics); a fresh run in a used run_dir (step 0) hides the old
+    // files' steps the way metrics.jsonl is truncated.
+    tb_ = std::make_unique<tb_event_writer>(run_dir + "/tensorboard");
+    const int64_t first = resumed_step >= 0 ? resumed_step + 1 : 0;
+    tb_->session_start(first);
+    // A Markdown code block: the text plugin renders Markdown, which would run YAML's lines
+    // together.
+    const bool nl = !config_yaml.empty() && config_yaml.back() == '\n';
+    tb_->text(first, "config", "```yaml\n" + config_yaml + (nl ? "" : "\n") + "```");
+    spdlog::info("runtime.tensorboard: writing {}", tb_->path());
+  } catch (const std::exception& e) {
+    spdlog::error("runtime.tensorboard: {}; the run continues without TensorBoard files", e.what());
+    tb_.reset();
+  }
+}
+
 void metrics_log::continue_from(int64_t tokens_generated, double wall_time_s) {
   prev_tokens_ = tokens_generated;
   prev_wall_ = wall_time_s;
@@ -108,6 +152,19 @@ std::string metrics_log::write(const step_report& r, double wall_time_s, int64_t
   prev_tokens_ = tokens_generated;
   prev_dropped_ = r.queue.dropped_stale;
   if (file_) *file_ << line << "\n" << std::flush;
+  if (tb_) {
+    try {
+      std::vector<std::pair<std::string, double>> scalars;
+      flatten(nlohmann::json::parse(line), "", scalars);
+      tb_->scalars(r.step, scalars);
+      tb_->histogram(r.step, "reward", r.rewards);
+      tb_->histogram(r.step, "response_length",
+                     std::vector<double>(r.response_lengths.begin(), r.response_lengths.end()));
+    } catch (const std::exception& e) {  // a full disk: metrics.jsonl still has the step
+      spdlog::error("runtime.tensorboard: {}; no more TensorBoard events in this run", e.what());
+      tb_.reset();
+    }
+  }
   recent_.push_back(line);
   if (recent_.size() > kRecent) recent_.pop_front();
   return line;

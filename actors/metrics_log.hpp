@@ -14,6 +14,7 @@
 
 #include "messages/payloads.hpp"
 #include "runtime/common/cpu_time.hpp"
+#include "runtime/report/tb_event_writer.hpp"
 
 namespace asyncrl {
 
@@ -35,6 +36,13 @@ class metrics_log {
   /// Opens <run_dir>/metrics.jsonl: appended to when `append` (a resume), else truncated. An
   /// empty run_dir writes no file (the lines are still kept for the console).
   void open(const std::string& run_dir, bool append);
+
+  /// runtime.tensorboard: from now on each line's numbers and the step's reward and response
+  /// length histograms also go to a new TensorBoard events file in <run_dir>/tensorboard/,
+  /// which starts with `config_yaml` as text. `resumed_step`: the checkpoint's step when the
+  /// run resumes from one, else -1. A file that cannot be created is logged, not fatal.
+  void open_tensorboard(const std::string& run_dir, const std::string& config_yaml,
+                        int64_t resumed_step);
 
   /// A resume: the deltas continue from the checkpoint's totals.
   void continue_from(int64_t tokens_generated, double wall_time_s);
@@ -58,6 +66,7 @@ class metrics_log {
   std::map<int32_t, double> prev_busy_;
   cpu_meter cpu_;
   std::unique_ptr<std::ofstream> file_;
+  std::unique_ptr<tb_event_writer> tb_;  // runtime.tensorboard; null when off
   std::deque<std::string> recent_;
 };
 

@@ -41,7 +41,9 @@ struct step_acc {
   double first_train_ms = -1;                      // the first forward/backward began
   int64_t out_of_order = 0;                        // groups consumed after a group with a larger id
   uint64_t last_group = 0;
-  std::vector<uint64_t> ids;  // every group consumed, trained or filtered
+  std::vector<uint64_t> ids;              // every group consumed, trained or filtered
+  std::vector<double> rewards;            // each trained sample's (step_report::rewards)
+  std::vector<int32_t> response_lengths;  // and its response's tokens
 };
 
 struct trainer_state {
@@ -244,6 +246,8 @@ void consume(trainer_ptr self, const scored_group& g) {
     st.acc.failures += s.reward_failed ? 1 : 0;
     ++st.acc.samples;
     st.acc.response_tokens += static_cast<int64_t>(s.response.size());
+    st.acc.rewards.push_back(s.reward);
+    st.acc.response_lengths.push_back(static_cast<int32_t>(s.response.size()));
     if (!s.versions.empty()) {
       auto [lo, hi] = std::minmax_element(s.versions.begin(), s.versions.end());
       if (*lo < v) ++st.acc.stale;
@@ -431,6 +435,8 @@ void do_step(trainer_ptr self) {
   }
   r.eval_time_s = st.eval_time_s;
   r.group_ids = std::move(st.acc.ids);
+  r.rewards = std::move(st.acc.rewards);
+  r.response_lengths = std::move(st.acc.response_lengths);
   self->send(st.args.controller, report_atom::value, r);
   st.acc = step_acc{};
   st.step_start = clock::now();  // the next step's time excludes this step's evaluation

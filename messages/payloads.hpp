@@ -168,6 +168,11 @@ struct step_report {
   double eval_accuracy = -1;        // eval.every_steps: greedy test accuracy; -1 = not this step
   double eval_time_s = 0;           // eval.every_steps: time spent evaluating so far
   std::vector<uint64_t> group_ids;  // the groups this step consumed (trained or filtered)
+  // The step's trained samples (`samples` of them, filtered groups left out): each one's reward
+  // and response length in tokens, for runtime.tensorboard's histograms. One number per sample,
+  // so a report stays small.
+  std::vector<double> rewards;
+  std::vector<int32_t> response_lengths;
 };
 
 /// Final counts of the roles, gathered at shutdown for the no-sample-lost accounting.
@@ -317,7 +322,8 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
            x.groups_trained, x.filtered_groups, x.refilled_groups, x.refill_exhausted,
            x.reward_failures, x.step_ms, x.trainer_idle_ms, x.first_group_ms, x.last_group_ms,
            x.first_train_ms, x.sync_time_ms, x.sync_bytes, x.params_checksum, x.queue,
-           x.prox_version, x.out_of_order_groups, x.eval_accuracy, x.eval_time_s, x.group_ids);
+           x.prox_version, x.out_of_order_groups, x.eval_accuracy, x.eval_time_s, x.group_ids,
+           x.rewards, x.response_lengths);
 }
 
 template <class Inspector>

@@ -38,12 +38,14 @@ RUNTIME_RANKS = {
     "console": 1,     # console command parsing, live keys
     "checkpoint": 1,  # checkpoint file format
     "scheduling": 1,  # schedule, admission, simulator
+    "report": 1,      # run reports for other tools: TensorBoard event files
     "tools": 2,       # environments of multi-turn episodes: calculator, external env client
     "dist": 2,        # c10d process groups (data-parallel collectives; uses cluster/ addresses)
     "model": 2,       # the transformer, its config and weights (uses text/)
     "generation": 3,  # sampling, CUDA graphs (uses model/)
     "train": 3,       # losses, advantages, optimizer, policy trainer (uses model/)
     "task": 4,        # datasets, prompting, rewards, evaluation (uses generation/, model/, text/)
+    "serve": 5,       # the OpenAI-compatible API: requests, responses, batching (uses task/)
     "config": 9,      # YAML -> params of every component: always the top of runtime/
 }
 

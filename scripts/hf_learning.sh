@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The learning check of the Hugging Face path (README "Train a Hugging Face model with a Python
-# reward"): per seed, a warm start of a tiny Qwen2 model with a real tokenizer.json
+# The learning check of the Hugging Face path (docs/hf-training.md, "Train a Hugging Face model
+# with a Python reward"): per seed, a warm start of a tiny Qwen2 model with a real tokenizer.json
 # (tests/fixtures/hf_tiny) and Qwen's chat template on 20,000 generated GSM8K-format problems,
 # then 60 steps of fully asynchronous RL rewarded by the Python reference scorer. Prints one
 # line per seed: greedy test accuracy before and after RL, and the scorer's failure counts.

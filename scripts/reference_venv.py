@@ -21,6 +21,9 @@ WHO = "reference_venv"
 PACKAGES = [
     "filelock==4.3.1", "fsspec==2026.9.0", "jinja2==3.1.6", "networkx==3.6.1", "sympy==1.14.0",
     "typing-extensions==4.16.0", "transformers==5.24.0",
+    # The real clients and readers the ecosystem tests check asyncrl's output with (issue 40):
+    # the OpenAI client (asyncrl serve), TensorBoard's event reader, SentencePiece, Arrow.
+    "openai==3.57.0", "tensorboard==2.21.0", "sentencepiece==0.2.3", "pyarrow==26.0.1",
 ]
 
 def main():
@@ -39,7 +42,7 @@ def main():
         # cuDNN and NCCL, the NVIDIA wheels above the rest.
         [python, "-m", "pip", "install", "-q", "--no-deps"] + wheels,
         [python, "-m", "pip", "install", "-q"] + PACKAGES,
-        [python, "-c", "import torch, transformers"],
+        [python, "-c", "import torch, transformers, openai, tensorboard, sentencepiece, pyarrow"],
     ]
     for cmd in steps:
         p = subprocess.run(cmd, stdout=sys.stderr)

@@ -27,6 +27,8 @@ PACKAGES=(
   libcaf-dev libssl-dev
   libmsgpack-cxx-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libedit-dev
   libpcre2-dev libutf8proc-dev  # the Hugging Face tokenizer (Unicode regex, NFC)
+  libsentencepiece-dev  # tokenizer.model files (SentencePiece)
+  libcpp-httplib-dev    # asyncrl serve: the OpenAI-compatible HTTP server
   libgloo-dev     # the headers of c10d's Gloo process group (the data-parallel trainer)
   libgtest-dev libbenchmark-dev
   python3 python3-matplotlib

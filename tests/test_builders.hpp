@@ -59,6 +59,7 @@ inline step_report make_step_report(const step_report_values& v = {}) {
   r.sync_bytes = v.sync_bytes, r.params_checksum = v.params_checksum;
   r.queue = make_queue_stats(), r.prox_version = 17, r.out_of_order_groups = 18;
   r.eval_accuracy = v.eval_accuracy, r.eval_time_s = 20.5, r.group_ids = {21, 1ULL << 50};
+  r.rewards = {0.25, -1.5}, r.response_lengths = {23, 1 << 20};
   return r;
 }
 

@@ -128,7 +128,7 @@ void expect_same(const step_report& a, const step_report& b) {
       SAME(filtered_groups), SAME(refilled_groups), SAME(refill_exhausted), SAME(reward_failures),
       SAME(step_ms), SAME(trainer_idle_ms), SAME(sync_time_ms), SAME(sync_bytes),
       SAME(params_checksum), SAME(prox_version), SAME(out_of_order_groups), SAME(eval_accuracy),
-      SAME(eval_time_s), SAME(group_ids);
+      SAME(eval_time_s), SAME(group_ids), SAME(rewards), SAME(response_lengths);
   expect_same(a.update, b.update);
   expect_same(a.queue, b.queue);
 }

@@ -99,7 +99,7 @@ TEST_P(PeriodicEqualsSync, AfterThreeSteps) {
   std::cout << "[theorem1-runtime] " << precision << ": sync vs periodic after 3 steps: max |diff| "
             << worst << ", " << differing << " of " << ba.numel()
             << " parameters differ (bitwise equal: " << (differing == 0 ? "yes" : "no") << ")\n";
-  // Bitwise, as the README claims: group-aligned micro-batches make each micro-batch's float32
+  // Bitwise, as docs/gpu.md claims: group-aligned micro-batches make each micro-batch's float32
   // gradient independent of arrival order, and float64 accumulation makes the sum so.
   EXPECT_EQ(differing, 0u) << "max |diff| " << worst;
   // The schedules really differed: sync took each batch in one delivery, periodic streamed

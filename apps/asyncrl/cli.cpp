@@ -9,9 +9,11 @@
 #include "apps/asyncrl/config_command.hpp"
 #include "apps/asyncrl/data_command.hpp"
 #include "apps/asyncrl/eval_command.hpp"
+#include "apps/asyncrl/export_command.hpp"
 #include "apps/asyncrl/generate_command.hpp"
 #include "apps/asyncrl/repl_command.hpp"
 #include "apps/asyncrl/score_command.hpp"
+#include "apps/asyncrl/serve_command.hpp"
 #include "apps/asyncrl/sft_command.hpp"
 #include "apps/asyncrl/simulate_command.hpp"
 #include "apps/asyncrl/tokenize_command.hpp"
@@ -45,14 +47,17 @@ struct cli_args {
   int64_t chaos_rounds = 1;  // chaos --rounds
   double chaos_minutes = 0;  // chaos --minutes
   double chaos_rss_growth_mb = 256;
-  bool per_step = false;   // simulate --per-step
-  std::string data_out;    // data --out
-  std::string resume_dir;  // train --resume
-  config_query query;      // config --describe / --get
+  bool per_step = false;     // simulate --per-step
+  std::string data_out;      // data --out
+  std::string resume_dir;    // train --resume
+  bool tensorboard = false;  // train --tensorboard
+  config_query query;        // config --describe / --get
   eval_command eval;
   generate_command generate;
   score_command score;
   tokenize_command tokenize;
+  export_command export_model;
+  serve_command serve;
   // The subcommands, to ask which one was parsed.
   CLI::App* sft_cmd = nullptr;
   CLI::App* train_cmd = nullptr;
@@ -68,6 +73,8 @@ struct cli_args {
   CLI::App* generate_cmd = nullptr;
   CLI::App* score_cmd = nullptr;
   CLI::App* tokenize_cmd = nullptr;
+  CLI::App* export_cmd = nullptr;
+  CLI::App* serve_cmd = nullptr;
   CLI::App* data_cmd = nullptr;
   CLI::App* config_cmd = nullptr;
 };
@@ -100,6 +107,9 @@ void add_run_commands(CLI::App& app, cli_args& a) {
   a.train_cmd->add_option("--resume", a.resume_dir,
                           "continue the run in this directory from its newest usable checkpoint "
                           "(its config.yaml, with any key=value overrides)");
+  a.train_cmd->add_flag("--tensorboard", a.tensorboard,
+                        "also write TensorBoard event files in RUN_DIR/tensorboard/ (the same as "
+                        "runtime.tensorboard=true)");
 
   a.worker_cmd = app.add_subcommand(
       "worker", "join a running train job with rollouters, from this or another machine");
@@ -201,7 +211,9 @@ void add_eval(CLI::App& app, cli_args& a) {
   auto* eval = a.eval_cmd =
       app.add_subcommand("eval", "accuracy: greedy pass@1, and mean@N with --samples");
   add_model_options(eval, ev.model);
-  eval->add_option("--data,-d", ev.data_path, "GSM8K-style JSONL (question, answer)")->required();
+  eval->add_option("--data,-d", ev.data_path,
+                   "GSM8K-style JSONL or Parquet (question, answer); a hub dir: its test split")
+      ->required();
   eval->add_option("--samples,-n", ev.samples, "sampled responses per question for mean@N")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -270,6 +282,78 @@ void add_tokenize(CLI::App& app, cli_args& a) {
   t->add_flag("--skip-special", a.tokenize.skip_special, "--decode: drop special tokens");
 }
 
+void add_serve(CLI::App& app, cli_args& a) {
+  auto& s = a.serve;
+  auto* x = a.serve_cmd = app.add_subcommand(
+      "serve", "the OpenAI API over a model directory, or following a run (docs/serve.md)");
+  x->add_option("--model,-m", s.model.model_dir,
+                "model directory (config.json, model.safetensors)");
+  x->add_option("--follow", s.follow,
+                "a run directory: serve its newest checkpoint's weights, and switch to each "
+                "newer one");
+  x->add_option("--follow-every-s", s.follow_every_s, "--follow: how often to look")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  x->add_option("--device", s.model.device, "torch device: cpu, cuda, cuda:N")
+      ->capture_default_str();
+  x->add_option("--host", s.host, "address to listen on (non-loopback: TLS and an API key)")
+      ->capture_default_str();
+  x->add_option("--port", s.port, "port; 0 = any free one (printed)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  x->add_option("--served-model-name", s.served_model_name,
+                "the model name clients send (default: the directory's name)");
+  x->add_option("--api-key", s.api_key,
+                "clients must send Authorization: Bearer KEY (or set ASYNCRL_API_KEY)");
+  x->add_option("--tls-cert", s.tls_cert, "PEM certificate: serve HTTPS");
+  x->add_option("--tls-key", s.tls_key, "PEM private key of --tls-cert");
+  x->add_flag("--allow-insecure", s.allow_insecure,
+              "plain HTTP on a non-loopback address (a network you trust)");
+  add_enum_option(x, "--chat-template", s.chat,
+                  "how chat messages become a prompt (auto: the tokenizer's template)");
+  x->add_option("--system-prompt", s.system_prompt,
+                "system turn when a chat has none (default: the template's)");
+  x->add_option("--max-batch", s.max_batch, "choices decoded together (KV-cache slots)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  x->add_option("--max-context", s.max_context,
+                "prompt + response tokens; 0 = the model's max_position_embeddings")
+      ->check(CLI::NonNegativeNumber);
+  x->add_option("--max-tokens", s.limits.max_tokens, "the most tokens a choice may ask for")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  x->add_option("--max-n", s.limits.max_n, "the most choices a request may ask for")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  x->add_option("--max-concurrent", s.limits.max_concurrent,
+                "requests in flight; more are answered 429")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  x->add_option("--max-body-bytes", s.limits.max_body_bytes, "request body limit (413 above)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  x->add_option("--steps-per-round", s.steps_per_round,
+                "decode steps between looks at new requests and stop strings")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  x->add_option("--seed", s.seed, "seed of the sampling streams (a request's seed picks one)")
+      ->capture_default_str();
+}
+
+void add_export(CLI::App& app, cli_args& a) {
+  auto& e = a.export_model;
+  auto* x = a.export_cmd = app.add_subcommand(
+      "export", "re-save a model directory for transformers, e.g. as bf16 (docs/hf-models.md)");
+  auto* model = x->add_option("--model,-m", e.model_dir, "model directory to read");
+  auto* run = x->add_option("--run", e.run_dir,
+                            "or: a train run directory; its newest usable checkpoint's policy");
+  model->excludes(run);
+  x->add_option("--out,-o", e.out_dir, "directory to write")->required();
+  x->add_option("--dtype", e.dtype, "weights of the copy")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
+}
+
 void add_data_and_config(CLI::App& app, cli_args& a) {
   a.data_cmd = app.add_subcommand("data", "write the task's train/test JSONL files");
   a.data.attach(a.data_cmd, false);
@@ -291,10 +375,13 @@ int quietly(int (*run)(const Command&), const Command& c) {
 
 // train --config FILE, or train --resume RUN_DIR (the run's own config.yaml + overrides).
 int run_train(const cli_args& a) {
+  // --tensorboard is an override like any other, so config.yaml (and a resume) keeps it.
+  auto overrides = a.train.overrides;
+  if (a.tensorboard) overrides.push_back("runtime.tensorboard=true");
   if (a.resume_dir.empty()) {
     if (a.train.path.empty())
       throw config_error("train: --config FILE is required (or --resume RUN_DIR)");
-    return run_train_command(*a.train.load());
+    return run_train_command(*load_config(a.train.path, overrides));
   }
   if (!a.train.path.empty())
     throw config_error(
@@ -305,7 +392,6 @@ int run_train(const cli_args& a) {
     throw config_error("train --resume " + a.resume_dir +
                        ": no config.yaml there (not a run "
                        "directory?)");
-  auto overrides = a.train.overrides;
   overrides.push_back("runtime.run_dir=" + a.resume_dir);
   return run_train_command(*load_config(path, overrides), a.resume_dir);
 }
@@ -325,6 +411,11 @@ int dispatch(const cli_args& a) {
   if (a.generate_cmd->parsed()) return quietly(run_generate_command, a.generate);
   if (a.score_cmd->parsed()) return quietly(run_score_command, a.score);
   if (a.tokenize_cmd->parsed()) return quietly(run_tokenize_command, a.tokenize);
+  if (a.export_cmd->parsed()) return quietly(run_export_command, a.export_model);
+  if (a.serve_cmd->parsed()) {
+    init_logging("info");
+    return run_serve_command(a.serve);
+  }
   if (a.data_cmd->parsed()) return run_data_command(*a.data.load(), a.data_out);
   if (a.config_cmd->parsed()) return run_config_command(*a.config.load(), a.query);
   return 0;
@@ -358,6 +449,8 @@ int run_cli(int argc, char** argv) {
   add_generate(app, a);
   add_score(app, a);
   add_tokenize(app, a);
+  add_export(app, a);
+  add_serve(app, a);
   add_data_and_config(app, a);
   try {
     app.parse(argc, argv);

@@ -9,12 +9,13 @@
 #include "runtime/model/model_io.hpp"
 #include "runtime/task/dataset.hpp"
 #include "runtime/task/evaluate.hpp"
+#include "runtime/task/parquet_data.hpp"
 #include "runtime/task/prompting.hpp"
 
 namespace asyncrl {
 
 int run_eval_command(const eval_command& c) {
-  auto data = load_jsonl(c.data_path);
+  auto data = load_examples(c.data_path, "test", {});  // JSONL or Parquet
   auto b = open_model(c.model);
   const auto& tok = need_tokenizer(b, c.model.model_dir, "eval needs a tokenizer");
   // Not greedy_eval_options: the flags choose samples and sampling, not a config's eval section.

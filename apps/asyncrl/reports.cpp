@@ -218,6 +218,7 @@ nlohmann::ordered_json sample_line(const gen_result& res, const tokenizer& tok) 
           {"text", text},
           {"final_answer", extract_final_answer(text).value_or("")},
           {"tokens", res.request.tokens.size()},
+          {"token_ids", res.request.tokens},  // to compare with another runtime's ids
           {"finish", to_string(res.reason)},
           {"logprob", lp}};
 }

@@ -213,7 +213,8 @@ sft_report run_sft(const loaded_config& lc) {
   train_sft(policy, fmt, examples, split.val, cfg, run.device, rep);
 
   rep.model_dir = (fs::path(run.dir) / "final").string();
-  save_model_dir(rep.model_dir, *policy.model, &tok);
+  const bool bf16 = cfg.runtime.save_dtype == weights_dtype::bf16;
+  save_model_dir(rep.model_dir, *policy.model, &tok, bf16 ? st_dtype::bf16 : st_dtype::f32);
   spdlog::info("sft: wrote {}", rep.model_dir);
 
   rep.eval = evaluate(policy.model.ptr(), tok, fmt, run.data.test,

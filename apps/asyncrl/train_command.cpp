@@ -91,6 +91,7 @@ run_result run_actors(const run_config& cfg, env_ptr env, const model_bundle& po
   ca.run_dir = paths.run_dir;
   ca.checkpoint_dir = paths.checkpoint_dir;
   ca.config_yaml = config_yaml;
+  ca.tensorboard = cfg.runtime.tensorboard;
   ca.show_progress = show_progress;
   if (from) ca.resume = std::move(from->run);
   // trainer.data_parallel > 1: the rendezvous opens and the local ranks start before any actor
@@ -274,12 +275,6 @@ void check_resume(const loaded_config& lc, const loaded_config& saved, const res
   spdlog::info("train: resuming from {} (step {})", p.path, p.run.step);
 }
 
-// Where a run's checkpoints go: checkpoint.dir, or <run_dir>/checkpoints.
-std::string checkpoint_dir_of(const run_config& cfg) {
-  return cfg.checkpoint.dir.empty() ? (fs::path(cfg.runtime.run_dir) / "checkpoints").string()
-                                    : cfg.checkpoint.dir;
-}
-
 // Space for checkpoint.keep + 1 checkpoints (a new one is written before the oldest goes) and
 // the final model. A checkpoint holds the policy, old and reference models, AdamW's two moments
 // (in the trainer's precision) and a float32 snapshot for the rollouters.
@@ -303,7 +298,10 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
                       train_outcome& out) {
   load_snapshot(*policy.model, result.final_weights, /*alias=*/false);
   auto final_dir = (fs::path(run_dir) / "final").string();
-  save_model_dir(final_dir, *policy.model, policy.tokenizer.get());
+  // runtime.save_dtype shapes this output only; the checkpoints keep full precision.
+  const bool bf16 = cfg.runtime.save_dtype == weights_dtype::bf16;
+  save_model_dir(final_dir, *policy.model, policy.tokenizer.get(),
+                 bf16 ? st_dtype::bf16 : st_dtype::f32);
   out.params_sha256 = params_sha256(*policy.model);
   out.final_model = final_dir;
   if (cfg.runtime.eval_after)
@@ -311,6 +309,12 @@ void save_final_model(model_bundle& policy, const run_result& result, const task
 }
 
 }  // namespace
+
+// Where a run's checkpoints go: checkpoint.dir, or <run_dir>/checkpoints.
+std::string checkpoint_dir_of(const run_config& cfg) {
+  return cfg.checkpoint.dir.empty() ? (fs::path(cfg.runtime.run_dir) / "checkpoints").string()
+                                    : cfg.checkpoint.dir;
+}
 
 train_report run_training(const loaded_config& given, const train_options& opt) {
   // A resume reads its checkpoint first: the live settings it restores shape everything else.

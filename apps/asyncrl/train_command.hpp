@@ -14,6 +14,7 @@
 namespace asyncrl {
 
 struct loaded_config;
+struct run_config;
 
 /// How run_training runs: what `asyncrl train` sets from its command line, and what
 /// `asyncrl chaos` changes to run many short runs in one process.
@@ -31,6 +32,9 @@ struct train_report {
   std::string checkpoint_dir;
   std::string summary_error;  // why summary.json could not be written (a full disk); "" if it was
 };
+
+/// Where a run's checkpoints go: checkpoint.dir, or <run_dir>/checkpoints.
+std::string checkpoint_dir_of(const run_config& cfg);
 
 /// The whole run, up to writing summary.json; prints nothing on stdout. Throws on bad config,
 /// data or an unusable --resume (as run_train_command does).

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -18,6 +20,15 @@ namespace {
 }
 
 }  // namespace
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(path + ": read failed");
+  return ss.str();
+}
 
 void write_all_fd(int fd, const std::string& bytes, const std::string& path) {
   const char* p = bytes.data();

@@ -14,6 +14,9 @@ namespace asyncrl {
 /// the system's reason.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
+/// The whole file as bytes; std::runtime_error "PATH: cannot open" or "PATH: read failed".
+std::string read_file_bytes(const std::string& path);
+
 /// Writes all of `bytes` to `fd`, through short writes and EINTR; throws std::runtime_error
 /// "PATH: write failed: REASON" naming `path` (the file behind `fd`).
 void write_all_fd(int fd, const std::string& bytes, const std::string& path);

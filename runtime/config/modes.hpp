@@ -24,6 +24,15 @@ constexpr const auto& enum_names(rollout_dtype) {
   return rollout_dtype_names;
 }
 
+/// runtime.save_dtype: the weights of the model directory a run saves at its end (final/).
+/// Checkpoints are unaffected: they keep the trainer's own precision for an exact resume.
+enum class weights_dtype { float32, bf16 };
+inline constexpr enum_name<weights_dtype> weights_dtype_names[] = {
+    {weights_dtype::float32, "float32"}, {weights_dtype::bf16, "bf16"}};
+constexpr const auto& enum_names(weights_dtype) {
+  return weights_dtype_names;
+}
+
 /// supervision.trainer_failure: what a crashed trainer does to the run.
 enum class trainer_failure_action {
   fail,     // the run fails; its last checkpoint resumes it (asyncrl train --resume)

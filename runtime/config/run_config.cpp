@@ -49,8 +49,12 @@ void bind_data(config_schema& s, data_section& data) {
         "arith_tools: the operators drawn, a subset of '*+-' holding '*'");
   s.add("data.arith_tools.traces", &data.arith_tools.traces,
         "arith_tools: worked answers (the warm start's) as calculator traces; false: '#### N'");
-  s.add("data.train_path", &data.train_path, "training JSONL; empty = built-in task");
-  s.add("data.test_path", &data.test_path, "test JSONL; empty = built-in task");
+  s.add("data.train_path", &data.train_path,
+        "training JSONL, or Parquet (a file, a glob, or a hub directory's train-*.parquet); "
+        "empty = built-in task");
+  s.add("data.test_path", &data.test_path,
+        "test JSONL, or Parquet (a file, a glob, or a hub directory's test-*.parquet); empty = "
+        "built-in task");
   s.alias("data.train_files", "data.train_path");
   s.alias("data.val_files", "data.test_path");
   s.add("data.prompt_key", &data.prompt_key,
@@ -495,6 +499,10 @@ void bind_runtime(config_schema& s, runtime_section& runtime) {
              "allowed set (as many CPUs as each has torch threads; not when colocated (sync mode "
              "with async_training.colocate), whose roles take turns on every core); none: the "
              "kernel places every thread");
+  s.add_enum("runtime.save_dtype", &runtime.save_dtype,
+             "weights of the model directory a train or sft run writes at its end (final/): "
+             "float32 as trained, or bf16 (half the size, each weight rounded); checkpoints keep "
+             "full precision either way");
   s.add("runtime.eval_before", &runtime.eval_before, "train: evaluate the starting model");
   s.add("runtime.eval_after", &runtime.eval_after, "train: evaluate the final model");
   s.add("runtime.progress_timeout_s", &runtime.progress_timeout_s,
@@ -503,6 +511,9 @@ void bind_runtime(config_schema& s, runtime_section& runtime) {
         non_negative());
   s.add_choice("runtime.log_level", &runtime.log_level, {"trace", "debug", "info", "warn", "error"},
                "log verbosity");
+  s.add("runtime.tensorboard", &runtime.tensorboard,
+        "train: also write TensorBoard event files in <run_dir>/tensorboard/ (every metrics.jsonl "
+        "number, the config as text, histograms of each step's rewards and response lengths)");
 }
 
 void bind_checkpoint(config_schema& s, checkpoint_section& c) {

@@ -155,9 +155,13 @@ struct runtime_section {
   // (contention 1.72 pinned vs 1.86 unpinned, within the run-to-run spread).
   cpu_affinity affinity = cpu_affinity::none;
   std::string log_level = "info";
+  // final/'s weights. float32 by default: bf16 rounds every weight (up to 2^-9 ~ 0.2% relative),
+  // which an HF consumer may want for size but which is not the model the run trained.
+  weights_dtype save_dtype = weights_dtype::float32;
   bool eval_before = true;           // train: evaluate the starting model on the test split
   bool eval_after = true;            // train: evaluate the final model on the test split
   double progress_timeout_s = 1800;  // watchdog: no optimizer step for this long fails the run
+  bool tensorboard = false;          // train: TensorBoard event files in <run_dir>/tensorboard/
 };
 
 /// The device of the trainer and of this process's rollouters: their own key, else

@@ -175,7 +175,17 @@ struct generator::impl {
     }
   }
 
-  // Removes finished slots (swap-remove keeps rows 0..n-1 dense in the cache).
+  // Removes active[i] (swap-remove keeps rows 0..n-1 dense in the cache).
+  void remove_row(size_t i) {
+    size_t last = active.size() - 1;
+    if (i != last) {
+      if (opt.use_kv_cache) cache.move_row(static_cast<int64_t>(last), static_cast<int64_t>(i));
+      active[i] = std::move(active[last]);
+    }
+    active.pop_back();
+  }
+
+  // Removes finished slots.
   void retire_finished() {
     for (size_t i = active.size(); i-- > 0;) {
       auto& s = active[i];
@@ -187,12 +197,7 @@ struct generator::impl {
       else
         continue;
       finish(std::move(s.req), why);
-      size_t last = active.size() - 1;
-      if (i != last) {
-        if (opt.use_kv_cache) cache.move_row(static_cast<int64_t>(last), static_cast<int64_t>(i));
-        active[i] = std::move(active[last]);
-      }
-      active.pop_back();
+      remove_row(i);
     }
   }
 
@@ -506,6 +511,25 @@ std::vector<gen_result> generator::interrupt() {
   return std::exchange(m.finished, {});
 }
 
+std::optional<gen_result> generator::cancel(uint64_t id) {
+  auto& m = *impl_;
+  for (size_t i = 0; i < m.active.size(); ++i) {
+    if (m.active[i].req.id != id) continue;
+    gen_result r{std::move(m.active[i].req), finish_reason::interrupted, {}};
+    m.remove_row(i);
+    ++m.stats.interrupted;
+    return r;
+  }
+  for (auto it = m.waiting.begin(); it != m.waiting.end(); ++it) {
+    if (it->id != id) continue;
+    gen_result r{std::move(*it), finish_reason::interrupted, {}};
+    m.waiting.erase(it);
+    ++m.stats.interrupted;
+    return r;
+  }
+  return std::nullopt;
+}
+
 void generator::set_version(int64_t v) {
   impl_->version = v;
 }
@@ -516,6 +540,11 @@ std::vector<int32_t> generator::tokens_so_far(uint64_t id) const {
   for (const auto& s : impl_->active)
     if (s.req.id == id) return s.req.tokens;
   return {};
+}
+const gen_request* generator::active_request(uint64_t id) const {
+  for (const auto& s : impl_->active)
+    if (s.req.id == id) return &s.req;
+  return nullptr;
 }
 size_t generator::num_active() const {
   return impl_->active.size();

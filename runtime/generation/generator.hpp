@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,12 @@ class generator {
   /// dropped: a resume rebuilds it by prefill, under whatever weights are loaded then.
   std::vector<gen_result> interrupt();
 
+  /// Stops one request (active or waiting) at the current token boundary and returns it with
+  /// its tokens so far and reason `interrupted`; its cache row is freed for the next admit.
+  /// nullopt when no request has this id (it finished already). For a client that went away
+  /// or a stop string that matched (asyncrl serve).
+  std::optional<gen_result> cancel(uint64_t id);
+
   /// The weight version stamped on tokens sampled from now on.
   void set_version(int64_t v);
   int64_t version() const;
@@ -108,6 +115,9 @@ class generator {
   /// The tokens an active request has sampled so far (streaming output); empty when no active
   /// request has this id.
   std::vector<int32_t> tokens_so_far(uint64_t id) const;
+  /// An active request as it stands (tokens and log-probs so far), or nullptr. Valid until
+  /// the next call that changes the generator.
+  const gen_request* active_request(uint64_t id) const;
 
   size_t num_active() const;
   size_t num_waiting() const;

@@ -113,9 +113,10 @@ void model_config::validate(const std::string& src) const {
   if (bos_token_id >= vocab_size) fail(src, "bos_token_id", "outside the vocabulary");
 }
 
-void model_config::save(const std::string& path) const {
+void model_config::save(const std::string& path, const std::string& dtype) const {
   nlohmann::ordered_json j;
-  j["architectures"] = {model_type == model_arch::qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+  const bool qwen2 = model_type == model_arch::qwen2;
+  j["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
   j["model_type"] = to_string(model_type);
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
@@ -126,11 +127,28 @@ void model_config::save(const std::string& path) const {
   j["head_dim"] = head_dim;
   j["max_position_embeddings"] = max_position_embeddings;
   j["rms_norm_eps"] = rms_norm_eps;
+  // rope_theta for transformers 4.x, rope_parameters for 5.x (which also reads rope_theta).
   j["rope_theta"] = rope_theta;
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", rope_theta}};
   j["tie_word_embeddings"] = tie_word_embeddings;
-  if (model_type == model_arch::llama) j["attention_bias"] = attention_bias;
+  if (qwen2) {
+    // Qwen2Config's defaults would switch sliding-window attention on for layers past
+    // max_window_layers when use_sliding_window is true; this model attends to everything.
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = num_hidden_layers;
+  } else {
+    j["attention_bias"] = attention_bias;
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+  }
+  j["attention_dropout"] = 0.0;
   j["hidden_act"] = "silu";
-  j["torch_dtype"] = "float32";
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  // "dtype" is transformers 5's name; 4.x reads "torch_dtype".
+  j["dtype"] = dtype;
+  j["torch_dtype"] = dtype;
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
   if (eos_token_id >= 0) j["eos_token_id"] = eos_token_id;
   auto tmp = path + ".tmp";

@@ -30,8 +30,10 @@ struct model_config {
   /// Reads `config.json`; throws std::runtime_error "<path>: key '<k>': <what>" on a missing,
   /// mistyped or inconsistent field.
   static model_config load(const std::string& path);
-  /// Writes `config.json` in HF form (atomically).
-  void save(const std::string& path) const;
+  /// Writes `config.json` in HF form (atomically), with every field transformers reads for
+  /// the architecture spelled out (no default of theirs is relied on). `dtype` is the weights'
+  /// dtype as HF names it ("float32", "bfloat16"): what from_pretrained(dtype="auto") loads.
+  void save(const std::string& path, const std::string& dtype = "float32") const;
   /// A fresh config from the YAML `model.init` section and a vocabulary.
   static model_config from_init(const model_init_config& init, int64_t vocab_size, int64_t bos_id,
                                 int64_t eos_id);

@@ -4,12 +4,15 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "runtime/model/model_source.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/text/char_tokenizer.hpp"
 #include "runtime/text/hf_tokenizer.hpp"
+#include "runtime/text/sp_tokenizer.hpp"
 
 namespace asyncrl {
 
@@ -39,10 +42,11 @@ void load_weights(CausalLMImpl& model, const safetensors_file& file) {
 }
 
 tokenizer_ptr load_tokenizer_dir(const std::string& dir) {
-  if (fs::exists(fs::path(dir) / kHfTokenizerFile)) return hf_tokenizer::load_dir(dir);
   auto path = fs::path(dir) / kTokenizerFile;
   if (fs::exists(path))
     return std::make_shared<char_tokenizer>(char_tokenizer::load(path.string()));
+  if (fs::exists(fs::path(dir) / kHfTokenizerFile)) return hf_tokenizer::load_dir(dir);
+  if (auto sp = load_sentencepiece_dir(dir)) return sp;  // tokenizer.model only
   return nullptr;
 }
 
@@ -66,19 +70,174 @@ model_bundle load_model_dir(const std::string& dir, torch::Device device) {
   return b;
 }
 
-void save_model_dir(const std::string& dir, CausalLMImpl& model, const tokenizer* tok) {
+namespace {
+
+// Writes `j` to `path` atomically (temp file + rename): a crash never leaves half a file.
+void write_json(const fs::path& path, const nlohmann::ordered_json& j) {
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw std::runtime_error(tmp + ": cannot open for writing");
+    out << j.dump(2) << "\n";
+    if (!out) throw std::runtime_error(tmp + ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+// tokenizer_config.json beside char_tokenizer_hf_json's tokenizer.json: the special tokens by
+// name, so AutoTokenizer's bos/eos/pad/unk ids are the char tokenizer's.
+nlohmann::ordered_json char_tokenizer_config_json(const tokenizer& tok, int64_t max_len) {
+  nlohmann::ordered_json j;
+  j["tokenizer_class"] = "PreTrainedTokenizerFast";
+  j["bos_token"] = tok.token_bytes(tok.bos_id(), false);
+  j["eos_token"] = tok.token_bytes(tok.eos_id(), false);
+  j["pad_token"] = tok.token_bytes(tok.pad_id(), false);
+  j["unk_token"] = "<unk>";
+  j["model_max_length"] = max_len;
+  j["clean_up_tokenization_spaces"] = false;
+  return j;
+}
+
+}  // namespace
+
+namespace {
+
+// GPT-2's byte-level alphabet (the `ByteLevel` pre-tokenizer's): printable Latin-1 bytes stand
+// for themselves, the others (controls, space, 127..160, 173) for U+0100 + their rank among
+// them; so ' ' is "Ġ" and '\n' is "Ċ". As UTF-8.
+std::string byte_level_char(unsigned char b) {
+  auto printable = [](int c) {
+    return (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+  };
+  int cp = b;
+  if (!printable(b)) {
+    cp = 256;
+    for (int c = 0; c < b; ++c)
+      cp += !printable(c);
+  }
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json char_tokenizer_hf_json(const tokenizer& tok) {
+  // The char tokenizer's specials are ids 0..3 and every other id is one byte (an ASCII
+  // character), so token_bytes(id, false) names each id exactly. A byte-level BPE without
+  // merges splits text into single bytes, as the char tokenizer does, and it is what
+  // transformers 5 rebuilds for a qwen2 config whatever tokenizer_config.json says
+  // (Qwen2Tokenizer keeps only vocab and merges): a WordLevel model would lose its
+  // pre-tokenizer there and drop every space.
+  const int32_t n = tok.vocab_size();
+  nlohmann::ordered_json added = nlohmann::ordered_json::array();
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  for (int32_t id = 0; id < n; ++id) {
+    const auto text = tok.token_bytes(id, /*skip_special=*/false);
+    if (id < char_tokenizer::kNumSpecial) {
+      vocab[text] = id;
+      added.push_back({{"id", id},
+                       {"content", text},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", true}});
+    } else {
+      vocab[byte_level_char(static_cast<unsigned char>(text.at(0)))] = id;
+    }
+  }
+  const nlohmann::ordered_json byte_level = {{"type", "ByteLevel"},
+                                             {"add_prefix_space", false},
+                                             {"trim_offsets", true},
+                                             {"use_regex", false}};
+  nlohmann::ordered_json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = added;
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = byte_level;
+  j["post_processor"] = nullptr;  // asyncrl's encode adds no BOS/EOS; neither does this
+  j["decoder"] = byte_level;
+  j["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", "<unk>"},  // a byte outside the vocabulary: one <unk> per byte
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", false},
+                {"vocab", vocab},
+                {"merges", nlohmann::ordered_json::array()}};
+  return j;
+}
+
+nlohmann::ordered_json generation_config_json(const model_config& config, const tokenizer* tok) {
+  int64_t bos = tok ? tok->bos_id() : config.bos_token_id;
+  int64_t eos = tok ? tok->eos_id() : config.eos_token_id;
+  int64_t pad = tok ? tok->pad_id() : -1;
+  nlohmann::ordered_json j;
+  if (bos >= 0) j["bos_token_id"] = bos;
+  if (eos >= 0) {
+    // A chat model ends its turn with its own token; stopping on it too is what its
+    // generation_config.json does (Qwen2.5: [<|im_end|>, <|endoftext|>]).
+    nlohmann::ordered_json stops = nlohmann::ordered_json::array();
+    for (const char* turn_end : {"<|im_end|>", "<|eot_id|>"}) {
+      const int64_t id = tok ? tok->special_id(turn_end) : -1;
+      if (id >= 0 && id != eos) stops.push_back(id);
+    }
+    if (stops.empty()) {
+      j["eos_token_id"] = eos;
+    } else {
+      stops.push_back(eos);
+      j["eos_token_id"] = stops;
+    }
+  }
+  if (pad >= 0) j["pad_token_id"] = pad;
+  j["do_sample"] = false;  // greedy: what `asyncrl generate --temperature 0` and eval do
+  return j;
+}
+
+void save_model_dir(const std::string& dir, CausalLMImpl& model, const tokenizer* tok,
+                    st_dtype dtype) {
+  if (dtype != st_dtype::f32 && dtype != st_dtype::bf16)
+    throw std::invalid_argument(dir + ": model weights are saved as F32 or BF16, not " +
+                                st_dtype_name(dtype));
+  const bool bf16 = dtype == st_dtype::bf16;
+  const auto torch_type = bf16 ? torch::kBFloat16 : torch::kFloat32;
   fs::create_directories(dir);
-  model.config().save((fs::path(dir) / kConfigFile).string());
-  std::vector<torch::Tensor> keep;  // CPU float32 copies outlive the write
+  model.config().save((fs::path(dir) / kConfigFile).string(), bf16 ? "bfloat16" : "float32");
+  std::vector<torch::Tensor> keep;  // CPU copies in the file's dtype outlive the write
   std::vector<st_write_tensor> out;
   for (auto& [name, p] : model.ordered_parameters()) {
-    auto t = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    // to() from float32 (or float64) rounds to nearest even, as torch's own .to(bfloat16).
+    auto t = p.detach().to(torch::kCPU, torch_type).contiguous();
     keep.push_back(t);
-    out.push_back({name, st_dtype::f32, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
-                   t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(float)});
+    out.push_back({name, dtype, std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                   t.data_ptr(), static_cast<size_t>(t.numel()) * st_dtype_size(dtype)});
   }
   write_safetensors((fs::path(dir) / kWeightsFile).string(), out, {{"format", "pt"}});
-  if (tok != nullptr) tok->save_dir(dir);
+  write_json(fs::path(dir) / kGenerationConfigFile, generation_config_json(model.config(), tok));
+  if (tok == nullptr) return;
+  tok->save_dir(dir);
+  if (tok->kind() == std::string("char")) {
+    write_json(fs::path(dir) / kHfTokenizerFile, char_tokenizer_hf_json(*tok));
+    write_json(fs::path(dir) / kHfTokenizerConfigFile,
+               char_tokenizer_config_json(*tok, model.config().max_position_embeddings));
+  }
+}
+
+void export_model_dir(const std::string& src, const std::string& out, st_dtype dtype) {
+  if (fs::exists(out) && fs::exists(src) && fs::equivalent(src, out))
+    throw std::invalid_argument(out + ": export writes a new directory, not over its source");
+  auto b = load_model_dir(src, torch::kCPU);
+  save_model_dir(out, *b.model, b.tokenizer.get(), dtype);
 }
 
 namespace {

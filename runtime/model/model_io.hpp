@@ -6,12 +6,14 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "runtime/model/model.hpp"
+#include "runtime/model/safetensors.hpp"
 #include "runtime/text/tokenizer.hpp"
 
 namespace asyncrl {
 
-class safetensors_file;
 struct model_section;
 
 /// A policy as stored on disk: `config.json`, `model.safetensors`, and its tokenizer:
@@ -28,9 +30,13 @@ inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kWeightsFile = "model.safetensors";
 inline constexpr const char* kTokenizerFile = "char_tokenizer.json";
 inline constexpr const char* kHfTokenizerFile = "tokenizer.json";  // Hugging Face
+inline constexpr const char* kHfTokenizerConfigFile = "tokenizer_config.json";
+inline constexpr const char* kGenerationConfigFile = "generation_config.json";
 
-/// The tokenizer of a directory: a Hugging Face tokenizer.json (with tokenizer_config.json when
-/// present) or the built-in format's char_tokenizer.json; null when it has neither. Throws
+/// The tokenizer of a directory: the built-in format's char_tokenizer.json, else a Hugging Face
+/// tokenizer.json (with tokenizer_config.json when present); null when it has neither. The char
+/// file wins because a directory saved here with it also holds a tokenizer.json for transformers
+/// (a WordLevel rendering of the same vocabulary) that hf_tokenizer does not read. Throws
 /// std::runtime_error naming the file and the component it cannot read.
 tokenizer_ptr load_tokenizer_dir(const std::string& dir);
 
@@ -42,8 +48,29 @@ model_bundle load_model_dir(const std::string& dir, torch::Device device);
 /// present in the file is ignored; a missing tensor is an error.
 void load_weights(CausalLMImpl& model, const safetensors_file& file);
 
-/// Writes config.json, model.safetensors (F32, HF names) and the tokenizer if given.
-void save_model_dir(const std::string& dir, CausalLMImpl& model, const tokenizer* tok);
+/// Writes a directory that both asyncrl and transformers' AutoModelForCausalLM load:
+/// config.json, model.safetensors (HF names, `dtype` F32 or BF16, metadata {"format": "pt"}),
+/// generation_config.json (greedy, the tokenizer's bos/eos/pad ids) and, if given, the
+/// tokenizer: an HF one's files as read; the char one's char_tokenizer.json plus a
+/// tokenizer.json + tokenizer_config.json for AutoTokenizer (char_tokenizer_hf_json). BF16
+/// rounds each weight to nearest even; asyncrl upcasts it back on load. Throws
+/// std::invalid_argument for another dtype.
+void save_model_dir(const std::string& dir, CausalLMImpl& model, const tokenizer* tok,
+                    st_dtype dtype = st_dtype::f32);
+
+/// Re-saves the model directory `src` into `out` with weights in `dtype` (F32 or BF16): the
+/// same files save_model_dir writes, the tokenizer carried over. `asyncrl export`.
+void export_model_dir(const std::string& src, const std::string& out, st_dtype dtype);
+
+/// generation_config.json's content: greedy decoding (do_sample false) and the token ids of
+/// `tok` (else of `config`); eos_token_id is a list when the tokenizer also has a chat
+/// end-of-turn token (<|im_end|>, <|eot_id|>), as Qwen's and Llama's own files do.
+nlohmann::ordered_json generation_config_json(const model_config& config, const tokenizer* tok);
+
+/// tokenizer.json for the built-in char vocabulary: a byte-level BPE without merges over the
+/// same ids (each character one token) and the four specials as added tokens. Gives asyncrl's
+/// ids for text in the vocabulary; where they differ is in docs/hf-models.md.
+nlohmann::ordered_json char_tokenizer_hf_json(const tokenizer& tok);
 
 /// The architecture load_or_init_policy(m, ...) builds, read without allocating any weight:
 /// model.path's config.json, or model.init with its tokenizer's vocabulary. What a run checks

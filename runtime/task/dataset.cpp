@@ -26,8 +26,9 @@ void remove_quietly(const std::string& path) {
   std::filesystem::remove(path, ignored);
 }
 
-[[noreturn]] void fail_at(const std::string& path, size_t line, const std::string& what) {
-  throw data_error(path + ":" + std::to_string(line) + ": " + what);
+// `where` is "path:line" (JSONL) or "path: row N" (Parquet).
+[[noreturn]] void fail_at(const std::string& where, const std::string& what) {
+  throw data_error(where + ": " + what);
 }
 
 // The value at a dotted path ("reward_model.ground_truth"), or null when a part is missing.
@@ -47,34 +48,34 @@ const nlohmann::json* find_path(const nlohmann::json& obj, const std::string& do
 }
 
 const nlohmann::json& field(const nlohmann::json& obj, const std::string& key,
-                            const char* config_key, const std::string& path, size_t line) {
+                            const char* config_key, const std::string& where) {
   const auto* v = find_path(obj, key);
-  if (v == nullptr) fail_at(path, line, "missing field '" + key + "' (" + config_key + ")");
+  if (v == nullptr) fail_at(where, "missing field '" + key + "' (" + config_key + ")");
   return *v;
 }
 
 // A prompt field: a string (one user turn) or a list of {role, content} messages.
 void read_prompt(const nlohmann::json& v, const std::string& key, qa_example& ex,
-                 const std::string& path, size_t line) {
+                 const std::string& where) {
   if (v.is_string()) {
     ex.question = v.get<std::string>();
     return;
   }
   if (!v.is_array() || v.empty())
-    fail_at(path, line, "field '" + key + "' must be a string or a list of chat messages");
+    fail_at(where, "field '" + key + "' must be a string or a list of chat messages");
   for (size_t i = 0; i < v.size(); ++i) {
     const auto& m = v[i];
-    auto where = "field '" + key + "'[" + std::to_string(i) + "]";
+    auto item = "field '" + key + "'[" + std::to_string(i) + "]";
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
         !m["content"].is_string())
-      fail_at(path, line, where + " must be {\"role\": string, \"content\": string}");
+      fail_at(where, item + " must be {\"role\": string, \"content\": string}");
     auto role = m["role"].get<std::string>();
     if (role != "system" && role != "user" && role != "assistant")
-      fail_at(path, line, where + " has role '" + role + "' (system, user or assistant)");
+      fail_at(where, item + " has role '" + role + "' (system, user or assistant)");
     ex.messages.push_back({role, m["content"].get<std::string>()});
     if (role == "user") ex.question = ex.messages.back().content;
   }
-  if (ex.question.empty()) fail_at(path, line, "field '" + key + "' has no user message");
+  if (ex.question.empty()) fail_at(where, "field '" + key + "' has no user message");
 }
 
 }  // namespace
@@ -95,6 +96,28 @@ std::string ground_truth_of(const std::string& answer) {
   return trim(answer);
 }
 
+qa_example example_of(const nlohmann::json& obj, const jsonl_fields& fields,
+                      const std::string& where) {
+  qa_example ex;
+  read_prompt(field(obj, fields.prompt_key, "data.prompt_key", where), fields.prompt_key, ex,
+              where);
+  const auto& a = field(obj, fields.answer_key, "data.answer_key", where);
+  if (a.is_string())
+    ex.answer = a.get<std::string>();
+  else if (a.is_number())
+    ex.answer = a.dump();
+  else
+    fail_at(where, "field '" + fields.answer_key + "' must be a string or a number");
+  ex.ground_truth = ground_truth_of(ex.answer);
+  if (ex.ground_truth.empty()) fail_at(where, "field '" + fields.answer_key + "' has no answer");
+  // The built-in reward parses ground truth as a number; an unparsable one would score every
+  // response 0.
+  if (fields.numeric_answers && !parse_answer_number(ex.ground_truth))
+    fail_at(where, "answer has no numeric final answer ('#### N', \\boxed{N} or a number; got '" +
+                       ex.ground_truth + "'); a non-numeric answer needs reward.function=external");
+  return ex;
+}
+
 std::vector<qa_example> load_jsonl(const std::string& path, const jsonl_fields& fields) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw data_error(path + ": cannot open");
@@ -112,30 +135,11 @@ std::vector<qa_example> load_jsonl(const std::string& path, const jsonl_fields& 
     try {
       obj = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      fail_at(path, line_no, std::string("invalid JSON: ") + e.what());
+      fail_at(path + ":" + std::to_string(line_no), std::string("invalid JSON: ") + e.what());
     }
-    if (!obj.is_object()) fail_at(path, line_no, "expected a JSON object");
+    if (!obj.is_object()) fail_at(path + ":" + std::to_string(line_no), "expected a JSON object");
 
-    qa_example ex;
-    read_prompt(field(obj, fields.prompt_key, "data.prompt_key", path, line_no), fields.prompt_key,
-                ex, path, line_no);
-    const auto& a = field(obj, fields.answer_key, "data.answer_key", path, line_no);
-    if (a.is_string())
-      ex.answer = a.get<std::string>();
-    else if (a.is_number())
-      ex.answer = a.dump();
-    else
-      fail_at(path, line_no, "field '" + fields.answer_key + "' must be a string or a number");
-    ex.ground_truth = ground_truth_of(ex.answer);
-    if (ex.ground_truth.empty())
-      fail_at(path, line_no, "field '" + fields.answer_key + "' has no answer");
-    // The built-in reward parses ground truth as a number; an unparsable one would score every
-    // response 0.
-    if (fields.numeric_answers && !parse_answer_number(ex.ground_truth))
-      fail_at(path, line_no,
-              "answer has no numeric final answer ('#### N', \\boxed{N} or a number; got '" +
-                  ex.ground_truth + "'); a non-numeric answer needs reward.function=external");
-    examples.push_back(std::move(ex));
+    examples.push_back(example_of(obj, fields, path + ":" + std::to_string(line_no)));
   }
   if (in.bad()) throw data_error(path + ": read error");
   if (examples.empty()) throw data_error(path + ": no examples");

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "runtime/text/chat_template.hpp"  // chat_message
 
 namespace asyncrl {
@@ -40,6 +42,11 @@ std::string ground_truth_of(const std::string& answer);
 /// a field of the wrong type, an empty answer, or with numeric_answers an answer that is not a
 /// number.
 std::vector<qa_example> load_jsonl(const std::string& path, const jsonl_fields& fields = {});
+
+/// One example from a parsed record (a JSONL line, a Parquet row): the same checks as
+/// load_jsonl, each error prefixed with `where` ("path:line" or "path: row N").
+qa_example example_of(const nlohmann::json& obj, const jsonl_fields& fields,
+                      const std::string& where);
 
 /// Writes examples as JSONL with fields `question` and `answer` (atomically).
 void save_jsonl(const std::string& path, const std::vector<qa_example>& examples);

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "runtime/task/parquet_data.hpp"
 #include "runtime/task/task_arith.hpp"
 #include "runtime/task/task_sections.hpp"
 #include "runtime/task/task_tools.hpp"
@@ -43,11 +44,11 @@ task_data load_task_data(const data_section& cfg, bool numeric_answers) {
     d.builtin = true;
   }
   if (!cfg.train_path.empty()) {
-    d.train = load_jsonl(cfg.train_path, fields);
+    d.train = load_examples(cfg.train_path, "train", fields);
     d.train_source = cfg.train_path;
   }
   if (!cfg.test_path.empty()) {
-    d.test = load_jsonl(cfg.test_path, fields);
+    d.test = load_examples(cfg.test_path, "test", fields);
     d.test_source = cfg.test_path;
   }
   return d;

@@ -9,8 +9,8 @@ namespace asyncrl {
 
 struct data_section;
 
-/// The train and test examples of a run: JSONL files when data.train_path / data.test_path
-/// are set, else the built-in task's disjoint splits.
+/// The train and test examples of a run: JSONL or Parquet (runtime/task/parquet_data.hpp)
+/// when data.train_path / data.test_path are set, else the built-in task's disjoint splits.
 struct task_data {
   std::vector<qa_example> train, test;
   std::string train_source, test_source;  // a path, or "built-in arith (seed N)"

@@ -30,7 +30,9 @@ struct arith_tools_config {
 
 struct data_section {
   std::string task = "arith";  // built-in task, used when train_path/test_path are empty
-  std::string train_path;      // JSONL: a prompt field and an answer field (see the keys below)
+  // JSONL, or Parquet: a file, a glob, or a hub directory (its train- or test-*.parquet shards;
+  // runtime/task/parquet_data.hpp). A prompt field and an answer field (see the keys below).
+  std::string train_path;
   std::string test_path;
   // Field names of a JSONL line; dotted paths reach nested objects ("reward_model.ground_truth").
   // The prompt is a string or a list of chat messages {role, content}.

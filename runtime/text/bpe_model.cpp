@@ -1,5 +1,7 @@
 #include "runtime/text/bpe_model.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <queue>
 #include <stdexcept>
@@ -26,7 +28,7 @@ void refuse_affix(const nlohmann::json& j, const char* key, const hf_where& here
 
 bpe_model::bpe_model(const nlohmann::json& j, const hf_where& where) {
   hf_where here = where.typed("BPE");
-  if (here.get_bool(j, "byte_fallback", false)) here.fail("byte_fallback is not supported");
+  byte_fallback_ = here.get_bool(j, "byte_fallback", false);
   auto dropout = j.find("dropout");
   if (dropout != j.end() && !dropout->is_null() &&
       !(dropout->is_number() && dropout->get<double>() == 0.0))
@@ -69,6 +71,12 @@ bpe_model::bpe_model(const nlohmann::json& j, const hf_where& where) {
     if (tok.empty() || !utf8::valid(tok)) continue;
     char32_t cp = utf8::next(tok, i);
     if (i == tok.size() && cp < small_char_id_.size()) small_char_id_[cp] = id;
+  }
+
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    byte_ids_[b] = token_to_id(name);
   }
 
   std::string unk = here.get_string(j, "unk_token", "");
@@ -128,8 +136,9 @@ const bpe_model::merge* bpe_model::find_merge(int32_t a, int32_t b) const {
 }
 
 // Hugging Face's BPE::merge_word and Word::merge_all, step for step: the characters become
-// symbols (unknown ones become unk_token, fused when fuse_unk, or vanish without one), then a
-// queue ordered by (rank, position) applies merges, skipping entries a previous merge made stale.
+// symbols (unknown ones become their byte tokens with byte_fallback when all exist, else
+// unk_token, fused when fuse_unk, or vanish without one), then a queue ordered by (rank,
+// position) applies merges, skipping entries a previous merge made stale.
 void bpe_model::merge_word(std::string_view word, std::vector<int32_t>& out) const {
   struct symbol {
     int32_t c;
@@ -154,6 +163,13 @@ void bpe_model::merge_word(std::string_view word, std::vector<int32_t>& out) con
       if (unk_len > 0) add(unk_id_, static_cast<uint32_t>(unk_len));
       unk_len = 0;
       add(id, len);
+    } else if (byte_fallback_ &&
+               std::all_of(word.begin() + static_cast<std::ptrdiff_t>(start),
+                           word.begin() + static_cast<std::ptrdiff_t>(i),
+                           [&](char c) { return byte_ids_[static_cast<unsigned char>(c)] >= 0; })) {
+      // As the reference: a pending unk is not flushed first, so it lands after these bytes.
+      for (size_t k = start; k < i; ++k)
+        add(byte_ids_[static_cast<unsigned char>(word[k])], 1);
     } else if (unk_id_ >= 0) {
       if (unk_len > 0 && !fuse_unk_) {
         add(unk_id_, static_cast<uint32_t>(unk_len));

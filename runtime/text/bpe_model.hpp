@@ -2,8 +2,9 @@
 
 // tokenizer.json "model" of type BPE: the vocabulary, the merges ranked by their order, and
 // Hugging Face's merge procedure (lowest rank first, leftmost on ties), with `ignore_merges`
-// and `unk_token`/`fuse_unk`. byte_fallback, dropout and subword prefixes/suffixes are refused
-// at load. Results for repeated words are kept in a bounded, thread-safe cache.
+// `unk_token`/`fuse_unk` and `byte_fallback` (a character outside the vocabulary becomes its
+// <0xXX> byte tokens). Dropout and subword prefixes/suffixes are refused at load. Results for
+// repeated words are kept in a bounded, thread-safe cache.
 
 #include <nlohmann/json.hpp>
 
@@ -17,31 +18,32 @@
 #include <vector>
 
 #include "runtime/text/hf_json.hpp"
+#include "runtime/text/token_model.hpp"
 
 namespace asyncrl {
 
-class bpe_model {
+class bpe_model final : public token_model {
  public:
   /// Builds the model from tokenizer.json's "model" object; throws std::runtime_error naming
   /// `where` for anything unsupported or inconsistent (e.g. a merge naming an unknown token).
   bpe_model(const nlohmann::json& j, const hf_where& where);
-  ~bpe_model();
+  ~bpe_model() override;
 
   /// Appends the ids of one pre-tokenized word. Uses and fills the cache.
-  void tokenize(std::string_view word, std::vector<int32_t>& out) const;
+  void tokenize(std::string_view word, std::vector<int32_t>& out) const override;
 
   /// The id of a vocabulary entry, or -1.
-  int32_t token_to_id(std::string_view token) const;
+  int32_t token_to_id(std::string_view token) const override;
   /// The vocabulary entry of `id`, or nullptr.
-  const std::string* id_to_token(int32_t id) const;
+  const std::string* id_to_token(int32_t id) const override;
   /// Number of vocabulary entries (Hugging Face's get_vocab_size; added tokens are numbered
   /// from it).
-  size_t vocab_entries() const { return vocab_.size(); }
+  size_t vocab_entries() const override { return vocab_.size(); }
   /// One past the largest id.
-  int32_t id_end() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t id_end() const override { return static_cast<int32_t>(tokens_.size()); }
 
-  void clear_cache() const;
-  size_t cache_entries() const;
+  void clear_cache() const override;
+  size_t cache_entries() const override;
 
  private:
   struct merge {
@@ -56,6 +58,8 @@ class bpe_model {
   int32_t unk_id_ = -1;
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
+  bool byte_fallback_ = false;
+  std::array<int32_t, 256> byte_ids_{};  // the <0xXX> token of each byte, or -1
 
   // Thread-safe word -> ids cache, sharded to keep lock contention low; a shard is emptied when
   // it outgrows its share of the bound.

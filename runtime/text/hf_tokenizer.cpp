@@ -9,13 +9,15 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/common/atomic_file.hpp"
 #include "runtime/text/added_vocabulary.hpp"
-#include "runtime/text/bpe_model.hpp"
 #include "runtime/text/byte_level.hpp"
+#include "runtime/text/decoder.hpp"
 #include "runtime/text/hf_config.hpp"
 #include "runtime/text/hf_json.hpp"
 #include "runtime/text/normalizer.hpp"
 #include "runtime/text/pre_tokenizer.hpp"
+#include "runtime/text/token_model.hpp"
 #include "runtime/text/utf8.hpp"
 
 namespace asyncrl {
@@ -29,14 +31,20 @@ struct hf_tokenizer::impl {
 
   std::unique_ptr<const normalizer> norm;
   std::unique_ptr<const pre_tokenizer> pre;
-  std::unique_ptr<const bpe_model> model;
+  std::unique_ptr<const token_model> model;
+  // Decoding: byte_level (per-id byte tables) or the token strings through `dec` (joined with
+  // spaces when the file has no decoder).
+  bool byte_level = false;
+  std::unique_ptr<const decoder> dec;
   added_vocabulary added;
   hf_config config;
 
-  // By id: whether the id decodes to anything, the bytes it decodes to, and whether it is
-  // special (decode's skip test compares the token's text with the special contents).
+  // By id: whether the id decodes to anything, the bytes it decodes to (token_bytes), its token
+  // string (what the decoder chain gets) and whether it is special (decode's skip test compares
+  // the token's text with the special contents).
   std::vector<bool> known;
   std::vector<std::string> bytes;
+  std::vector<std::string> text;
   std::vector<bool> special;
   int32_t bos = -1, eos = -1, pad = -1;
 
@@ -47,28 +55,6 @@ struct hf_tokenizer::impl {
 };
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(path + ": read failed");
-  return ss.str();
-}
-
-// Writes atomically (temp file + rename) so a reader never sees half a file.
-void write_file(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(tmp.string() + ": cannot create");
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!out.flush()) throw std::runtime_error(tmp.string() + ": write failed");
-  }
-  fs::rename(tmp, path);
-}
 
 // The post-processor only adds BOS/EOS and moves offsets; encode never adds specials and
 // returns no offsets, so it is ignored, but only the known kinds are accepted.
@@ -88,13 +74,25 @@ void check_post_processor(const nlohmann::json& j, const hf_where& where) {
   where.typed(type).fail("post-processor type '" + type + "' is not supported");
 }
 
-// Only the ByteLevel decoder (tokens -> bytes through the inverse GPT-2 map, then lossy UTF-8)
-// is implemented; its options only affect offsets.
-void check_decoder(const nlohmann::json& j, const hf_where& where) {
-  if (j.is_null()) where.fail("a null decoder is not supported (byte-level BPE needs ByteLevel)");
-  std::string type = where.type_of(j);
-  if (type != "ByteLevel")
-    where.typed(type).fail("decoder type '" + type + "' is not supported (only ByteLevel)");
+// The ByteLevel decoder (tokens -> bytes through the inverse GPT-2 map, then lossy UTF-8; its
+// options only affect offsets) goes with a ByteLevel pre-tokenizer, the others (decoder.hpp)
+// without one; a file mixing them is refused rather than decoded into GPT-2's alphabet.
+void read_decoder(const nlohmann::json& j, const hf_where& where, bool pre_maps_bytes,
+                  hf_tokenizer::impl& p) {
+  if (pre_maps_bytes) {
+    if (j.is_null()) where.fail("a null decoder is not supported (byte-level BPE needs ByteLevel)");
+    std::string type = where.type_of(j);
+    if (type != "ByteLevel")
+      where.typed(type).fail("decoder type '" + type +
+                             "' is not supported with a ByteLevel pre-tokenizer (only ByteLevel)");
+    p.byte_level = true;
+    return;
+  }
+  if (j.is_null()) return;
+  if (where.type_of(j) == "ByteLevel")
+    throw std::runtime_error(where.file +
+                             ": pre_tokenizer: no ByteLevel step; the ByteLevel decoder needs one");
+  p.dec = decoder::from_json(j, where);
 }
 
 added_token parse_added(const nlohmann::json& j, const hf_where& w) {
@@ -119,7 +117,7 @@ added_token parse_added(const nlohmann::json& j, const hf_where& w) {
 // the file are NOT used; a token gets the id of the same content added earlier, else its id in
 // the model vocabulary, else the next one after the vocabulary. A file whose ids disagree with
 // that is refused here rather than silently renumbered (the reference only logs a warning).
-added_vocabulary build_added(const nlohmann::json& root, const bpe_model& model,
+added_vocabulary build_added(const nlohmann::json& root, const token_model& model,
                              const normalizer* norm, const std::string& file) {
   hf_where w{file, "added_tokens"};
   auto arr = root.find("added_tokens");
@@ -190,7 +188,7 @@ std::shared_ptr<const hf_tokenizer> hf_tokenizer::load_dir(const std::string& di
                       fs::exists(config) ? config.string() : std::string());
   fs::path jinja = d / "chat_template.jinja";
   if (fs::exists(jinja)) {
-    t->impl_->chat_template_jinja = read_file(jinja.string());
+    t->impl_->chat_template_jinja = read_file_bytes(jinja.string());
     t->impl_->has_jinja = true;
     if (t->impl_->config.chat_template.empty())
       t->impl_->config.chat_template = t->impl_->chat_template_jinja;
@@ -202,7 +200,7 @@ std::shared_ptr<const hf_tokenizer> hf_tokenizer::load_files(const std::string& 
                                                              const std::string& config_json) {
   const std::string& file = tokenizer_json;
   auto p = std::make_unique<impl>();
-  p->tokenizer_json = read_file(file);
+  p->tokenizer_json = read_file_bytes(file);
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(p->tokenizer_json);
@@ -219,12 +217,6 @@ std::shared_ptr<const hf_tokenizer> hf_tokenizer::load_files(const std::string& 
   if (model == root.end() || !model->is_object())
     throw std::runtime_error(file + ": model: missing object");
   hf_where mw{file, "model"};
-  // Files written by older versions may leave out "type"; the BPE fields tell it apart then.
-  std::string mtype = model->contains("type")     ? mw.type_of(*model)
-                      : model->contains("merges") ? "BPE"
-                                                  : "unknown";
-  if (mtype != "BPE")
-    mw.typed(mtype).fail("model type '" + mtype + "' is not supported (only BPE)");
 
   auto get = [&](const char* key) -> const nlohmann::json& {
     static const nlohmann::json null_json;
@@ -233,12 +225,9 @@ std::shared_ptr<const hf_tokenizer> hf_tokenizer::load_files(const std::string& 
   };
   p->norm = normalizer::from_json(get("normalizer"), {file, "normalizer"});
   p->pre = pre_tokenizer::from_json(get("pre_tokenizer"), {file, "pre_tokenizer"});
-  if (!p->pre || !p->pre->maps_bytes())
-    throw std::runtime_error(
-        file + ": pre_tokenizer: no ByteLevel step; only byte-level BPE is supported");
   check_post_processor(get("post_processor"), {file, "post_processor"});
-  check_decoder(get("decoder"), {file, "decoder"});
-  p->model = std::make_unique<bpe_model>(*model, mw);
+  read_decoder(get("decoder"), {file, "decoder"}, p->pre && p->pre->maps_bytes(), *p);
+  p->model = token_model::from_json(*model, mw);
   p->added = build_added(root, *p->model, p->norm.get(), file);
 
   // Per-id decode tables.
@@ -247,6 +236,7 @@ std::shared_ptr<const hf_tokenizer> hf_tokenizer::load_files(const std::string& 
     end = std::max(end, t.id + 1);
   p->known.assign(end, false);
   p->bytes.assign(end, std::string());
+  p->text.assign(end, std::string());
   p->special.assign(end, false);
   for (int32_t id = 0; id < end; ++id) {
     const std::string* text = nullptr;
@@ -257,11 +247,17 @@ std::shared_ptr<const hf_tokenizer> hf_tokenizer::load_files(const std::string& 
     if (!text) continue;
     p->known[id] = true;
     p->special[id] = p->added.is_special(*text);
-    if (!byte_level::decode(*text, p->bytes[id])) p->bytes[id] = *text;
+    if (p->byte_level) {
+      if (!byte_level::decode(*text, p->bytes[id])) p->bytes[id] = *text;
+      continue;
+    }
+    p->text[id] = *text;
+    p->bytes[id] = *text;
+    if (p->dec) p->dec->token_bytes(p->bytes[id]);
   }
 
   if (!config_json.empty()) {
-    p->config_json = read_file(config_json);
+    p->config_json = read_file_bytes(config_json);
     p->has_config = true;
     p->config = hf_config::parse(p->config_json, config_json);
     p->bos = config_token_id(*p, p->config.bos_token, "bos_token", config_json);
@@ -300,7 +296,9 @@ std::vector<int32_t> hf_tokenizer::encode(std::string_view input) const {
       }
       words.clear();
       words.emplace_back(normalized, in.begin, in.end - in.begin);
-      p.pre->apply(words);
+      // Whether this stretch starts the text (Metaspace's prepend_scheme "first").
+      bool at_origin = o.begin == 0 && in.begin == 0;
+      if (p.pre) p.pre->apply(words, at_origin);
       for (const auto& w : words)
         p.model->tokenize(w, ids);
     }
@@ -310,6 +308,22 @@ std::vector<int32_t> hf_tokenizer::encode(std::string_view input) const {
 
 std::string hf_tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
   const impl& p = *impl_;
+  if (!p.byte_level) {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (int32_t id : ids) {
+      if (id < 0 || id >= static_cast<int32_t>(p.known.size()) || !p.known[id]) continue;
+      if (skip_special && p.special[id]) continue;
+      tokens.push_back(p.text[id]);
+    }
+    std::string out;
+    if (p.dec) p.dec->decode_chain(tokens);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0 && !p.dec) out += ' ';  // no decoder: Hugging Face joins with spaces
+      out += tokens[i];
+    }
+    return utf8::lossy(out);
+  }
   std::string raw;
   for (int32_t id : ids) {
     if (id < 0 || id >= static_cast<int32_t>(p.known.size()) || !p.known[id]) continue;
@@ -364,9 +378,11 @@ const std::string& hf_tokenizer::pad_token() const {
 void hf_tokenizer::save_dir(const std::string& dir) const {
   fs::create_directories(dir);
   fs::path d(dir);
-  write_file(d / "tokenizer.json", impl_->tokenizer_json);
-  if (impl_->has_config) write_file(d / "tokenizer_config.json", impl_->config_json);
-  if (impl_->has_jinja) write_file(d / "chat_template.jinja", impl_->chat_template_jinja);
+  write_file_atomically((d / "tokenizer.json").string(), impl_->tokenizer_json);
+  if (impl_->has_config)
+    write_file_atomically((d / "tokenizer_config.json").string(), impl_->config_json);
+  if (impl_->has_jinja)
+    write_file_atomically((d / "chat_template.jinja").string(), impl_->chat_template_jinja);
 }
 
 void hf_tokenizer::clear_cache() const {

@@ -1,10 +1,12 @@
 #pragma once
 
-// A Hugging Face tokenizer.json with a byte-level BPE model (GPT-2, Llama 3, Qwen2.5 style),
-// encoding and decoding exactly as Hugging Face's `tokenizers` library does (checked against
-// it: tests/fixtures/tokenizer/). Components outside what is implemented (see normalizer.hpp,
-// pre_tokenizer.hpp, bpe_model.hpp) are refused at load with the file and component named, so a
-// file is never tokenized differently from the reference. tokenizer_config.json, when present,
+// A Hugging Face tokenizer.json: byte-level BPE (GPT-2, Llama 3, Qwen2.5 style) or a
+// SentencePiece-family file (BPE with byte_fallback or Unigram, Metaspace/Replace/Prepend,
+// Llama 2, Gemma, Mistral, T5 style), encoding and decoding exactly as Hugging Face's
+// `tokenizers` library does (checked against it: tests/fixtures/tokenizer/). Components outside
+// what is implemented (see normalizer.hpp, pre_tokenizer.hpp, bpe_model.hpp, unigram_model.hpp,
+// decoder.hpp) are refused at load with the file and component named, so a file is never
+// tokenized differently from the reference. tokenizer_config.json, when present,
 // gives the chat template and the bos/eos/pad tokens.
 
 #include <memory>

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "runtime/text/replace_pattern.hpp"
 #include "runtime/text/unicode_gap.hpp"
 #include "runtime/text/utf8.hpp"
 
@@ -108,6 +109,29 @@ class lowercase final : public normalizer {
   }
 };
 
+// Replace: every match of a String or Regex pattern becomes the content (Gemma's " " -> "▁").
+class replace final : public normalizer {
+ public:
+  replace(const nlohmann::json& j, const hf_where& here) : pattern_(j, here) {}
+  void apply(std::string& s) const override { s = pattern_.apply(s); }
+
+ private:
+  replace_pattern pattern_;
+};
+
+// Prepend: the text gets a prefix unless it is empty (Llama 2's "▁" before each stretch of
+// text between added tokens).
+class prepend final : public normalizer {
+ public:
+  explicit prepend(std::string prefix) : prefix_(std::move(prefix)) {}
+  void apply(std::string& s) const override {
+    if (!s.empty()) s.insert(0, prefix_);
+  }
+
+ private:
+  std::string prefix_;
+};
+
 class sequence final : public normalizer {
  public:
   explicit sequence(std::vector<std::unique_ptr<const normalizer>> parts)
@@ -140,6 +164,12 @@ std::unique_ptr<const normalizer> normalizer::from_json(const nlohmann::json& j,
     return std::make_unique<unicode_form>(
         utf8proc_option_t(stable | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
   if (type == "Lowercase") return std::make_unique<lowercase>();
+  if (type == "Replace") return std::make_unique<replace>(j, here);
+  if (type == "Prepend") {
+    auto it = j.find("prepend");
+    if (it == j.end() || !it->is_string()) here.fail("missing string field 'prepend'");
+    return std::make_unique<prepend>(it->get<std::string>());
+  }
   if (type == "Sequence") {
     auto it = j.find("normalizers");
     if (it == j.end() || !it->is_array()) here.fail("missing array 'normalizers'");
@@ -151,7 +181,8 @@ std::unique_ptr<const normalizer> normalizer::from_json(const nlohmann::json& j,
     return std::make_unique<sequence>(std::move(parts));
   }
   here.fail("normalizer type '" + type +
-            "' is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Sequence)");
+            "' is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, "
+            "Sequence)");
 }
 
 }  // namespace asyncrl

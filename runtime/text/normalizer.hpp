@@ -1,8 +1,9 @@
 #pragma once
 
 // tokenizer.json "normalizer": what Hugging Face applies to the text between added tokens before
-// pre-tokenization. Supported: null, NFC, NFD, NFKC, NFKD, Lowercase and Sequence of these
-// (Unicode tables from utf8proc); anything else is refused at load.
+// pre-tokenization. Supported: null, NFC, NFD, NFKC, NFKD, Lowercase (Unicode tables from
+// utf8proc), Replace (String or Regex pattern), Prepend and Sequence of these; anything else is
+// refused at load.
 
 #include <nlohmann/json.hpp>
 

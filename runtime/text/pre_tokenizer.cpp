@@ -6,6 +6,7 @@
 
 #include "runtime/text/byte_level.hpp"
 #include "runtime/text/onig_regex.hpp"
+#include "runtime/text/utf8.hpp"
 
 namespace asyncrl {
 
@@ -86,19 +87,29 @@ std::vector<span> combine(std::vector<span> m, behavior b) {
   return acc;
 }
 
-// Applies `split_one` to every piece, keeping the non-empty results in order.
+// Applies `split_one` to every piece, keeping the non-empty results in order. split_one returns
+// where its first kept split begins in the piece, so that `first_at_origin` can follow pieces[0].
 template <class F>
-void split_each(std::vector<std::string>& pieces, F&& split_one) {
+void split_each(std::vector<std::string>& pieces, bool& first_at_origin, F&& split_one) {
   std::vector<std::string> out;
   out.reserve(pieces.size() * 2);
-  for (auto& p : pieces)
-    split_one(p, out);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    size_t first_begin = split_one(pieces[i], out);
+    if (i == 0) first_at_origin = first_at_origin && first_begin == 0;
+  }
   pieces.swap(out);
 }
 
-void emit(const std::string& piece, const std::vector<span>& spans, std::vector<std::string>& out) {
+// Appends the kept spans; returns the begin of the first one (npos when none).
+size_t emit(const std::string& piece, const std::vector<span>& spans,
+            std::vector<std::string>& out) {
+  size_t first = std::string::npos;
   for (const auto& s : spans)
-    if (!s.match && s.end > s.begin) out.emplace_back(piece, s.begin, s.end - s.begin);
+    if (!s.match && s.end > s.begin) {
+      if (first == std::string::npos) first = s.begin;
+      out.emplace_back(piece, s.begin, s.end - s.begin);
+    }
+  return first;
 }
 
 class split final : public pre_tokenizer {
@@ -106,13 +117,13 @@ class split final : public pre_tokenizer {
   split(std::unique_ptr<onig_regex> re, std::string literal, behavior b, bool invert)
       : re_(std::move(re)), literal_(std::move(literal)), behavior_(b), invert_(invert) {}
 
-  void apply(std::vector<std::string>& pieces) const override {
-    split_each(pieces, [&](const std::string& p, std::vector<std::string>& out) {
+  void apply(std::vector<std::string>& pieces, bool& first_at_origin) const override {
+    split_each(pieces, first_at_origin, [&](const std::string& p, std::vector<std::string>& out) {
       auto spans = with_gaps(re_ ? re_->find_all(p) : find_literal(p, literal_), p.size());
       if (invert_)
         for (auto& s : spans)
           s.match = !s.match;
-      emit(p, combine(std::move(spans), behavior_), out);
+      return emit(p, combine(std::move(spans), behavior_), out);
     });
   }
 
@@ -133,7 +144,8 @@ class byte_level_pt final : public pre_tokenizer {
       : add_prefix_space_(add_prefix_space),
         re_(use_regex ? std::make_unique<onig_regex>(kGpt2Pattern) : nullptr) {}
 
-  void apply(std::vector<std::string>& pieces) const override {
+  // The prefix space and the regex's first match both keep pieces[0] at the origin.
+  void apply(std::vector<std::string>& pieces, bool& /*first_at_origin*/) const override {
     std::vector<std::string> out;
     out.reserve(pieces.size() * 2);
     std::string prefixed;
@@ -164,13 +176,92 @@ class byte_level_pt final : public pre_tokenizer {
   std::unique_ptr<onig_regex> re_;
 };
 
+// Metaspace: spaces become the replacement character, which is prepended to a piece not
+// already starting with it (always, or only to the piece at the start of the text for "first"),
+// then with `split` each piece is cut before every replacement (MergedWithNext).
+class metaspace final : public pre_tokenizer {
+ public:
+  enum class scheme { always, first, never };
+  metaspace(std::string replacement, scheme prepend, bool split)
+      : rep_(std::move(replacement)), prepend_(prepend), split_(split) {}
+
+  void apply(std::vector<std::string>& pieces, bool& first_at_origin) const override {
+    std::vector<std::string> out;
+    out.reserve(pieces.size() * 2);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      std::string p = space_to_rep(pieces[i]);
+      bool starts = p.compare(0, rep_.size(), rep_) == 0;
+      if (!starts &&
+          (prepend_ == scheme::always || (prepend_ == scheme::first && i == 0 && first_at_origin)))
+        p.insert(0, rep_);
+      if (!split_) {
+        out.push_back(std::move(p));
+        continue;
+      }
+      // MergedWithNext: each occurrence starts a piece; text before the first is its own.
+      size_t begin = 0;
+      for (size_t pos = p.find(rep_); pos != std::string::npos;
+           pos = p.find(rep_, pos + rep_.size())) {
+        if (pos > begin) out.emplace_back(p, begin, pos - begin);
+        begin = pos;
+      }
+      if (begin < p.size()) out.emplace_back(p, begin, std::string::npos);
+    }
+    pieces.swap(out);
+  }
+
+ private:
+  std::string rep_;  // one character, UTF-8
+  scheme prepend_;
+  bool split_;
+
+  std::string space_to_rep(const std::string& s) const {
+    if (s.find(' ') == std::string::npos) return s;
+    std::string out;
+    out.reserve(s.size() + 8);
+    for (char c : s) {
+      if (c == ' ')
+        out += rep_;
+      else
+        out.push_back(c);
+    }
+    return out;
+  }
+};
+
+std::unique_ptr<const pre_tokenizer> make_metaspace(const nlohmann::json& j, const hf_where& here) {
+  std::string rep = here.get_string(j, "replacement", "");
+  size_t k = 0;
+  if (rep.empty() || !utf8::valid(rep) || (utf8::next(rep, k), k != rep.size()))
+    here.fail("'replacement' must be one character");
+  std::string scheme = here.get_string(j, "prepend_scheme", "always");
+  metaspace::scheme s;
+  if (scheme == "always")
+    s = metaspace::scheme::always;
+  else if (scheme == "first")
+    s = metaspace::scheme::first;
+  else if (scheme == "never")
+    s = metaspace::scheme::never;
+  else
+    here.fail("prepend_scheme '" + scheme + "' is not supported (always, first, never)");
+  // Older files say add_prefix_space instead; false must agree with the scheme (as the
+  // reference's deserializer checks).
+  auto aps = j.find("add_prefix_space");
+  if (aps != j.end() && aps->is_boolean() && !aps->get<bool>()) {
+    if (s != metaspace::scheme::never && j.contains("prepend_scheme"))
+      here.fail("add_prefix_space does not match declared prepend_scheme");
+    s = metaspace::scheme::never;
+  }
+  return std::make_unique<metaspace>(rep, s, here.get_bool(j, "split", true));
+}
+
 class sequence final : public pre_tokenizer {
  public:
   explicit sequence(std::vector<std::unique_ptr<const pre_tokenizer>> parts)
       : parts_(std::move(parts)) {}
-  void apply(std::vector<std::string>& pieces) const override {
+  void apply(std::vector<std::string>& pieces, bool& first_at_origin) const override {
     for (const auto& p : parts_)
-      p->apply(pieces);
+      p->apply(pieces, first_at_origin);
   }
   bool maps_bytes() const override {
     return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->maps_bytes(); });
@@ -226,6 +317,7 @@ std::unique_ptr<const pre_tokenizer> pre_tokenizer::from_json(const nlohmann::js
   std::string type = where.type_of(j);
   hf_where here = where.typed(type);
   if (type == "Split") return make_split(j, here);
+  if (type == "Metaspace") return make_metaspace(j, here);
   if (type == "ByteLevel") {
     // trim_offsets only moves offsets, which encode does not return.
     return std::make_unique<byte_level_pt>(here.get_bool(j, "add_prefix_space", true),
@@ -242,7 +334,7 @@ std::unique_ptr<const pre_tokenizer> pre_tokenizer::from_json(const nlohmann::js
     return std::make_unique<sequence>(std::move(parts));
   }
   here.fail("pre-tokenizer type '" + type +
-            "' is not supported (supported: Split, ByteLevel, Sequence)");
+            "' is not supported (supported: Split, ByteLevel, Metaspace, Sequence)");
 }
 
 }  // namespace asyncrl

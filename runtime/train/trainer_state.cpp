@@ -19,6 +19,7 @@
 #include "runtime/train/dp_commands.hpp"
 #include "runtime/train/grad_reducer.hpp"
 #include "runtime/train/policy_trainer.hpp"
+#include "runtime/train/policy_weights.hpp"
 #include "runtime/train/sharded_optimizer.hpp"
 
 namespace asyncrl {
@@ -117,7 +118,31 @@ int64_t read_int(InputArchive& ar, const char* key) {
   return v.toInt();
 }
 
+void check_format(InputArchive& ar) {
+  const int64_t format = read_int(ar, "format");
+  if (format != kTrainerStateFormat)
+    throw std::runtime_error("trainer state: format " + std::to_string(format) +
+                             " unsupported (this build reads " +
+                             std::to_string(kTrainerStateFormat) + ")");
+}
+
 }  // namespace
+
+int64_t load_policy_from_trainer_state(const std::string& trainer_state, const CausalLM& model) {
+  try {
+    std::istringstream in(trainer_state);
+    InputArchive ar;
+    ar.load_from(in);
+    check_format(ar);
+    const auto policy = read_model(ar, "policy");
+    check_model("policy", policy, model);
+    copy_into(policy, model);
+    return read_int(ar, "version");
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(std::string("trainer state: unreadable: ") +
+                             e.what_without_backtrace());
+  }
+}
 
 std::string policy_trainer::save_state() const {
   if (tokens_ != 0 || samples_ != 0)
@@ -151,11 +176,7 @@ void policy_trainer::load_state(const std::string& bytes) {
     std::istringstream in(bytes);
     InputArchive ar;
     ar.load_from(in);
-    const int64_t format = read_int(ar, "format");
-    if (format != kTrainerStateFormat)
-      throw std::runtime_error("trainer state: format " + std::to_string(format) +
-                               " unsupported (this build reads " +
-                               std::to_string(kTrainerStateFormat) + ")");
+    check_format(ar);
     const int64_t steps_taken = read_int(ar, "steps_taken");
     const int64_t version = read_int(ar, "version");
     const auto policy = read_model(ar, "policy");
