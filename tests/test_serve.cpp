@@ -20,6 +20,7 @@
 #include "runtime/serve/openai_request.hpp"
 #include "runtime/serve/serve_engine.hpp"
 #include "runtime/text/char_tokenizer.hpp"
+#include "runtime/text/hf_tokenizer.hpp"
 #include "tests/tiny_model.hpp"
 
 using namespace asyncrl;
@@ -508,4 +509,57 @@ TEST(ServeApi, ResponseAndStreamBodies) {
   auto models = json::parse(models_body(m, 12));
   EXPECT_EQ(models["data"][0]["id"], "tiny");
   EXPECT_EQ(models["data"][0]["version"], 12);
+}
+
+TEST(ServeApi, ToolsAreRenderedIntoThePromptAndCallsComeBackAsToolCalls) {
+  served_model m;
+  m.id = "tiny";
+  m.tok = hf_tokenizer::load_dir(std::string(ASYNCRL_SOURCE_DIR) + "/tests/fixtures/hf_tiny");
+  m.format = make_prompt_format(*m.tok, chat_format::auto_detect, "");
+  ASSERT_EQ(m.format.chat, chat_format::qwen);
+  auto r = accepted(api_endpoint::chat, R"({"model": "tiny", "messages": [{"role": "user",
+      "content": "2 + 3?"}], "tools": [{"type": "function", "function": {"name": "calculator",
+      "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}}}]})");
+  auto j = std::get<serve_job>(make_job(r, m, 4096, {}));
+  const auto prompt = m.tok->decode(j.prompt, /*skip_special=*/false);
+  // The template's tool block (checked byte for byte against transformers in
+  // test_chat_template.cpp), here only: it is there, with the tool, before the user turn.
+  const auto tools_at = prompt.find("<tools>");
+  ASSERT_NE(tools_at, std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("\"name\": \"calculator\""), std::string::npos);
+  EXPECT_LT(tools_at, prompt.find("2 + 3?"));
+  // Without tools the prompt has no tool block.
+  r.tools_json.clear();
+  auto plain = std::get<serve_job>(make_job(r, m, 4096, {}));
+  EXPECT_EQ(m.tok->decode(plain.prompt, false).find("<tools>"), std::string::npos);
+
+  // A response that calls the tool: tool_calls, content null, finish_reason tool_calls.
+  r = accepted(api_endpoint::chat, R"({"model": "tiny", "messages": [{"role": "user",
+      "content": "2 + 3?"}], "tools": [{"type": "function", "function": {"name": "calculator"}}]})");
+  std::vector<choice_result> ch(1);
+  ch[0].text =
+      "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 + 3\"}}\n"
+      "</tool_call>";
+  ch[0].finish_reason = "stop";
+  auto body = json::parse(response_body(r, m, "chatcmpl-2", 1, ch, 3, 0));
+  const auto& msg = body["choices"][0]["message"];
+  EXPECT_TRUE(msg["content"].is_null());
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "calculator");
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"expression": "2 + 3"})"));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+  // Streamed: nothing of the call is sent before the choice ends, then the call as a delta.
+  r.stream = true;
+  stream_state st;
+  job_update u;
+  u.deltas.push_back({0, ch[0].text.substr(0, 12), {}, {}, ""});
+  auto c1 = json::parse(stream_chunks(r, m, "chatcmpl-2", 1, u, st).substr(6));
+  EXPECT_FALSE(c1["choices"][0]["delta"].contains("content"));
+  u.deltas[0] = {0, ch[0].text.substr(12), {}, {}, "stop"};
+  auto c2 = json::parse(stream_chunks(r, m, "chatcmpl-2", 1, u, st).substr(6));
+  EXPECT_EQ(c2["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "calculator");
+  EXPECT_EQ(c2["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
+  EXPECT_EQ(c2["choices"][0]["finish_reason"], "tool_calls");
 }
