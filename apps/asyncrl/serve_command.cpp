@@ -268,7 +268,10 @@ class follower {
       lock.unlock();
       try {
         auto files = list_checkpoints(dir_);
-        if (!files.empty() && files.back() != path_) {
+        // Only a new newest file is looked at: one that did not verify is not re-read at
+        // every poll (the one before it is served until a newer one arrives).
+        if (!files.empty() && files.back() != path_ && files.back() != seen_) {
+          seen_ = files.back();
           if (auto ck = newest_checkpoint(dir_); ck && ck->path != path_) {
             // A copy of the model takes the new weights here, so the engine only copies
             // tensors between two rounds and never waits on the disk.
@@ -301,6 +304,7 @@ class follower {
   serve_engine& engine_;
   CausalLM shape_;
   std::string path_;  // the checkpoint being served
+  std::string seen_;  // the newest checkpoint file looked at
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
