@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "runtime/common/atomic_file.hpp"
 #include "runtime/model/model_source.hpp"
 #include "runtime/model/safetensors.hpp"
+#include "runtime/text/byte_level.hpp"
 #include "runtime/text/char_tokenizer.hpp"
 #include "runtime/text/hf_tokenizer.hpp"
 #include "runtime/text/sp_tokenizer.hpp"
@@ -72,16 +74,9 @@ model_bundle load_model_dir(const std::string& dir, torch::Device device) {
 
 namespace {
 
-// Writes `j` to `path` atomically (temp file + rename): a crash never leaves half a file.
+// Writes `j` to `path` atomically: a crash never leaves half a file.
 void write_json(const fs::path& path, const nlohmann::ordered_json& j) {
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw std::runtime_error(tmp + ": cannot open for writing");
-    out << j.dump(2) << "\n";
-    if (!out) throw std::runtime_error(tmp + ": write failed");
-  }
-  fs::rename(tmp, path);
+  write_file_atomically(path.string(), j.dump(2) + "\n");
 }
 
 // tokenizer_config.json beside char_tokenizer_hf_json's tokenizer.json: the special tokens by
@@ -96,33 +91,6 @@ nlohmann::ordered_json char_tokenizer_config_json(const tokenizer& tok, int64_t 
   j["model_max_length"] = max_len;
   j["clean_up_tokenization_spaces"] = false;
   return j;
-}
-
-}  // namespace
-
-namespace {
-
-// GPT-2's byte-level alphabet (the `ByteLevel` pre-tokenizer's): printable Latin-1 bytes stand
-// for themselves, the others (controls, space, 127..160, 173) for U+0100 + their rank among
-// them; so ' ' is "Ġ" and '\n' is "Ċ". As UTF-8.
-std::string byte_level_char(unsigned char b) {
-  auto printable = [](int c) {
-    return (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
-  };
-  int cp = b;
-  if (!printable(b)) {
-    cp = 256;
-    for (int c = 0; c < b; ++c)
-      cp += !printable(c);
-  }
-  std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return out;
 }
 
 }  // namespace
@@ -149,7 +117,9 @@ nlohmann::ordered_json char_tokenizer_hf_json(const tokenizer& tok) {
                        {"normalized", false},
                        {"special", true}});
     } else {
-      vocab[byte_level_char(static_cast<unsigned char>(text.at(0)))] = id;
+      std::string mapped;  // GPT-2's byte-level alphabet: ' ' is "Ġ", '\n' "Ċ"
+      byte_level::encode(text.substr(0, 1), mapped);
+      vocab[mapped] = id;
     }
   }
   const nlohmann::ordered_json byte_level = {{"type", "ByteLevel"},
