@@ -51,7 +51,6 @@ struct request_channel {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<job_update> updates;
-  bool done = false;
 };
 
 // Refuses what would be unsafe before anything listens: a non-loopback address needs TLS (or
@@ -142,7 +141,6 @@ class server {
     const auto handle = engine_.submit(std::move(job), [ch](const job_update& u) {
       std::lock_guard<std::mutex> lock(ch->mu);
       ch->updates.push_back(u);
-      if (u.done) ch->done = true;
       ch->cv.notify_all();
     });
     if (r.stream)

@@ -174,8 +174,7 @@ void serve_engine::loop() {
       std::lock_guard<std::mutex> sinks(sink_mu_);
       for (auto& [id, j] : jobs_)
         j->sink(fail);
-      for (auto& r : gen_->interrupt())
-        (void)r;
+      gen_->interrupt();  // drops every request: their jobs were just failed
       jobs_.clear();
       by_gen_id_.clear();
       continue;
