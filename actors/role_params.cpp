@@ -14,6 +14,7 @@ rollouter_params rollouter_params_from(const run_config& cfg, const schedule_pla
   p.devices = ro.devices;
   p.dtype = ro.dtype;
   p.batch_invariant = ro.batch_invariant;
+  p.fused_decode = ro.fused_decode;
   p.group_size = plan.group_size;
   p.temperature = ro.temperature;
   p.top_k = ro.top_k;

@@ -13,6 +13,7 @@
 #include "runtime/common/cpu_time.hpp"
 #include "runtime/common/enum_names.hpp"
 #include "runtime/generation/generator.hpp"
+#include "runtime/model/cuda_stream.hpp"
 #include "runtime/model/model.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/scheduling/workload.hpp"
@@ -43,6 +44,10 @@ struct episode {
 struct rollouter_actor_state {
   static inline const char* name = "rollouter";
   rollouter_args args;
+  // The rollouter's own CUDA stream (none on the CPU): every handler that queues GPU work (the
+  // generator's calls, loads) opens a stream_scope of it, so that a chunk's host read waits for
+  // this rollouter's kernels only, not for the trainer's.
+  own_stream stream;
   std::shared_ptr<CausalLMImpl> model;
   std::unique_ptr<generator> gen;
   weight_snapshot weights;                   // the parameters alias this buffer: keep it alive
@@ -249,10 +254,12 @@ void submit(self_ptr self, gen_request r) {
   auto& st = self->state;
   // During a drain nothing new starts (as in verl): only the responses in flight finish under
   // the old weights; the rest waits for the resume.
-  if (st.paused() || st.state == rollouter_state::resuming || st.draining)
+  if (st.paused() || st.state == rollouter_state::resuming || st.draining) {
     st.held.push_back(std::move(r));
-  else
+  } else {
+    stream_scope on(st.stream);
     st.gen->submit(std::move(r));
+  }
 }
 
 void ensure_generating(self_ptr self) {
@@ -441,6 +448,7 @@ void request_work(self_ptr self) {
 // messages overtake it.
 void run_chunk(self_ptr self) {
   auto& st = self->state;
+  stream_scope on(st.stream);
   auto t0 = clock::now();
   const auto before = st.gen->stats().tokens_generated;
   auto results = [&] {
@@ -473,6 +481,7 @@ void run_chunk(self_ptr self) {
 
 rollout_counts finish(self_ptr self) {
   auto& st = self->state;
+  stream_scope on(st.stream);
   st.stopping = true;
   st.gen->interrupt();
   rollout_counts c;
@@ -511,6 +520,7 @@ auto on_stop(self_ptr self) {
 // Loads `w` into the model; the rollouter is paused.
 caf::error apply_load(self_ptr self, const weight_snapshot& w) {
   auto& st = self->state;
+  stream_scope on(st.stream);  // waits (on the device) for the trainer's snapshot copy
   try {
     compute_region cpu;
     load_snapshot(*st.model, w, /*alias=*/true);
@@ -656,6 +666,7 @@ rollouter_actor::behavior_type generating(self_ptr self) {
         if (!add_pause(self, token)) return static_cast<int64_t>(st.held.size());
         if (st.args.env->params.rollouter.partial_rollout) {
           // Stop at this token boundary; keep the partial responses for the resume.
+          stream_scope on(st.stream);
           for (auto& r : st.gen->interrupt()) {
             if (!r.request.tokens.empty()) ++st.interruptions;
             st.held.push_back(std::move(r.request));
@@ -691,6 +702,7 @@ rollouter_actor::behavior_type resuming(self_ptr self) {
         // Resubmit partial responses: the generator re-prefills prompt + partial tokens under
         // the new weights, and their old tokens count against max_new_tokens.
         auto& st = self->state;
+        stream_scope on(st.stream);
         for (auto& r : st.held)
           st.gen->submit(std::move(r));
         st.held.clear();
@@ -721,6 +733,9 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   set_torch_threads(st.args.env->rollout_threads);
   compute_region cpu;  // building the model and loading the weights
   const auto& rp = st.args.env->params.rollouter;
+  // From here on, the rollouter's tensors are allocated and written on its own stream.
+  st.stream = own_stream::for_device(rollouter_device(rp, st.args.worker));
+  stream_scope on(st.stream);
   torch::Device device(rollouter_device(rp, st.args.worker));
   CausalLM model(st.args.env->model);
   model->to(device);
@@ -729,6 +744,7 @@ rollouter_actor::behavior_type rollouter_fn(self_ptr self, rollouter_args args) 
   if (rollout_weights_dtype(rp) == weight_dtype::bf16) cast_parameters(*model, torch::kBFloat16);
   model->eval();
   model->batch_invariant = rp.batch_invariant;
+  model->fused_decode = rp.fused_decode;  // the generator packs q/k/v and gate/up when set
   st.model = model.ptr();
   load_snapshot(*st.model, st.args.initial, /*alias=*/true);
   st.weights = st.args.initial;

@@ -11,6 +11,7 @@
 #include "actors/deferred_stop.hpp"
 #include "actors/errors.hpp"
 #include "runtime/common/cpu_time.hpp"
+#include "runtime/model/cuda_stream.hpp"
 #include "runtime/model/model_io.hpp"
 #include "runtime/model/weight_sync.hpp"
 #include "runtime/task/evaluate.hpp"
@@ -55,6 +56,9 @@ struct trainer_state {
   std::optional<live_settings> pending_live;  // adopted at the next step boundary ...
   int64_t pending_step = 0;                   // ... which starts this step
   int64_t pull_max = 0;                       // groups the outstanding pull may bring
+  // The trainer's own CUDA stream (none on the CPU): every handler that queues GPU work opens a
+  // stream_scope of it, so that its host waits never wait for a rollouter's kernels.
+  own_stream stream;
   std::unique_ptr<policy_trainer> pt;
   std::deque<scored_group> buffer;
   // Unaligned micro-batches: the step's groups stay here until the step ends, and responses
@@ -335,6 +339,7 @@ trainer_checkpoint make_checkpoint(trainer_ptr self) {
 
 void send_checkpoint(trainer_ptr self) {
   auto& st = self->state;
+  stream_scope on(st.stream);  // the state and the snapshot are copied on the trainer's stream
   st.checkpoint_wanted = false;
   const auto every = st.live.checkpoint_every_steps;
   if (every > 0) st.next_checkpoint = (st.step / every + 1) * every;
@@ -480,6 +485,7 @@ bool gathering(trainer_ptr self) {
 
 void process_buffer(trainer_ptr self) {
   auto& st = self->state;
+  stream_scope on(st.stream);  // training, stepping, publishing, checkpoints
   while (!st.buffer.empty() && !finished(st) && !gathering(self)) {
     consume(self, st.buffer.front());
     st.buffer.pop_front();
@@ -508,6 +514,7 @@ int64_t next_boundary_step(const trainer_state& st) {
 // queue gets its new admission rules before the pull for this step (same sender, in order).
 void adopt_live(trainer_ptr self) {
   auto& st = self->state;
+  stream_scope on(st.stream);  // the optimizer's learning rate
   st.live = *st.pending_live;
   st.pending_live.reset();
   auto tp = st.args.env->params.trainer;
@@ -599,6 +606,7 @@ void checkpoint_when_closed(trainer_ptr self) {
 // trains no more.
 void cut_for_interrupt(trainer_ptr self) {
   auto& st = self->state;
+  stream_scope on(st.stream);
   if (st.groups_in_step > 0) {
     spdlog::info(
         "trainer: interrupted during step {}: checkpointing step {}; the {} "
@@ -625,6 +633,7 @@ trainer_actor::behavior_type with_shared(trainer_ptr self, OnCheckpoint checkpoi
         pull_next(self);
       },
       [self](final_atom) -> weight_snapshot {
+        stream_scope on(self->state.stream);
         compute_region cpu;
         return snapshot_weights(*self->state.pt->policy(), self->state.pt->version());
       },
@@ -687,6 +696,9 @@ trainer_actor::behavior_type trainer_fn(trainer_ptr self, trainer_args args) {
   const auto& tp = st.args.env->params.trainer;
   st.plan = st.args.env->plan;
   st.live = live_settings_of(tp);
+  // From here on, the trainer's tensors are allocated and written on its own stream.
+  st.stream = own_stream::for_device(trainer_rank_device(tp, 0));
+  stream_scope on(st.stream);
   CausalLM policy(st.args.env->model);
   policy->to(torch::Device(trainer_rank_device(tp, 0)));
   load_snapshot(*policy, st.args.initial, /*alias=*/false);

@@ -2,21 +2,31 @@
 // bf16: tokens/s, model TFLOP/s, MFU against the device's measured bf16 matmul peak, and peak
 // memory. bench/device_compare.py runs it next to plain PyTorch and HF generate() and an end-to-
 // end fully async run, and prints the ratios.
-//   build/bench/bench_device_throughput [--device cuda|cpu] [--shape qwen2.5-0.5b|demo|small]
+//   build/bench/bench_device_throughput [--device cuda|cpu]
+//       [--shape qwen2.5-0.5b|qwen2.5-1.5b|ops-proxy|demo|small] [--vocab V]
 //       [--batch B] [--prompt P] [--new-tokens N] [--micro-batch M] [--micro-batch-tokens T]
-//       [--steps S] [--reps R] [--precisions float32,bf16] [--matmul 8192] [--cuda-graphs 1]
-//       [--objectives policy_only,rl] [--skip-generation] [--activation-checkpointing 0]
-//       [--batch-invariant 0] [--op-histogram] [--out FILE]
-// Defaults: on CUDA (when present) the Qwen2.5-0.5B body (hidden 896, 24 layers, 14/2 heads,
-// MLP 4864, vocab 100, tied), batch 128 x (16 prompt + 48 new) tokens; on the CPU a small shape
-// (hidden 64, 2 layers) at batch 8 x (8 + 8), so that CI runs it in seconds.
+//       [--steps S] [--reps R] [--precisions float32,bf16] [--matmul 4096,8192,16384]
+//       [--cuda-graphs 1] [--objectives policy_only,rl] [--skip-generation]
+//       [--activation-checkpointing 0] [--batch-invariant 0] [--fused-decode 1]
+//       [--op-histogram] [--out FILE]
+// Defaults: on CUDA (when present) the Qwen2.5-0.5B shape (hidden 896, 24 layers, 14/2 heads,
+// MLP 4864, tied) with its real vocabulary, batch 128 x (16 prompt + 48 new) tokens; on the CPU
+// a small shape (hidden 64, 2 layers) at batch 8 x (8 + 8), so that CI runs it in seconds.
+// Vocabulary: the qwen2.5 shapes default to Qwen2.5's 151,936 (the logits and the embedding are
+// a real share of the work); small, demo and ops-proxy keep the char tokenizer's 100. --vocab
+// overrides either (--vocab 100 gives the char-vocabulary rows of earlier tables).
+// --matmul takes a list of sizes: the peak is the best of them (bf16 and float32 each), and
+// every size's figures are kept under matmul_peak_tflops.sweep.
 //
 // Trainer rows, per precision:
-//   rl           the step of a run with the default objective: GRPO with the old policy's
-//                log-probs recomputed and the reference forward for the kl metric (3 forwards,
-//                1 backward: 10 N FLOPs per token for N parameters);
+//   rl           GRPO with the old policy's log-probs recomputed and the reference forward for
+//                the kl metric (the library's default loss, algorithm.loss=grpo; 3 forwards,
+//                1 backward: 10 N FLOPs per token for N parameters). configs/demo.yaml's
+//                decoupled loss with loglinear prox runs no old-policy forward: 8 N per token,
+//                which is what the end-to-end run of bench/device_compare.py does;
 //   policy_only  only the policy's forward and backward (use_rollout_logprobs, no reference:
 //                6 N FLOPs per token), the same work as a plain PyTorch training step.
+// Each row states its count as flops_per_token_per_parameter.
 // Micro-batches: by --micro-batch-tokens packed tokens when > 0 (trainer.micro_batch_tokens;
 // default 8192 on CUDA, the whole batch of the default shape in one forward), else by
 // --micro-batch responses. Every row also counts the ATen operators dispatched per token
@@ -24,10 +34,13 @@
 // 0.5B shape's 24 layers and heads at tiny widths, so the CPU counts the operators of the
 // benchmark's shape in seconds (operator counts do not depend on the widths).
 // Tokens are every position through the forward: batch * (prompt + new), as a plain LM step
-// counts them. FLOPs leave attention scores out (small at these lengths), as the usual 6 N does.
+// counts them. FLOPs leave attention scores out (small at these lengths), as the usual 6 N does,
+// and do not count the recomputation of --activation-checkpointing 1.
 // --batch-invariant 1: both sides with rollout.batch_invariant (the batch-invariant CPU kernels;
 // the trainer's forward runs twice, invariant for the values and default for the gradient), to
 // measure what the mode costs against a run without it.
+// --fused-decode 0: generation decodes by the plain ATen composition instead of the fused
+// kernels (rollout.fused_decode=false), the "before" of the kernel and operator counts.
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -57,9 +70,11 @@ struct options {
   int64_t vocab = 100, batch = 0, prompt = 0, new_tokens = 0, micro = 0, group = 8;
   int64_t micro_tokens = 0;
   bool cuda_graphs = true;
-  bool checkpointing = false;    // trainer.activation_checkpointing
-  bool batch_invariant = false;  // rollout.batch_invariant
-  int steps = 3, reps = 2, matmul = 0;
+  bool checkpointing = false;               // trainer.activation_checkpointing
+  bool batch_invariant = false;             // rollout.batch_invariant
+  bool fused_decode = kFusedDecodeDefault;  // rollout.fused_decode
+  int steps = 3, reps = 2;
+  std::vector<int> matmul;  // sizes of the peak sweep
   std::vector<std::string> precisions;
 };
 
@@ -155,8 +170,9 @@ int device_index(const torch::Device& d) {
   return d.is_cuda() ? (d.has_index() ? d.index() : 0) : -1;
 }
 
-// Peak TFLOP/s of an (n x n) @ (n x n) matmul in `dtype` on the device: what MFU is measured
-// against (the measured peak, not the data sheet's).
+// TFLOP/s of an (n x n) @ (n x n) matmul in `dtype` on the device. The best over the --matmul
+// sizes is what MFU is measured against (the measured peak, not the data sheet's): one size may
+// not reach it (n = 1024 leaves an H200 far below its peak).
 double matmul_tflops(const torch::Device& dev, at::ScalarType dtype, int n) {
   auto opts = torch::TensorOptions().dtype(dtype).device(dev);
   auto a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts);
@@ -254,7 +270,8 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
                   (policy_only ? " policy_only" : " rl"));
   const double s = bench::median(step_s);
   const double tokens = double(o.batch * (o.prompt + o.new_tokens));
-  const double flops_per_token = (policy_only ? 6.0 : 10.0) * double(cfg.num_parameters());
+  const double per_parameter = policy_only ? 6.0 : 10.0;  // see the header: rl is 3 fwd + 1 bwd
+  const double flops_per_token = per_parameter * double(cfg.num_parameters());
   const double tflops = tokens * flops_per_token / s / 1e12;
   nlohmann::ordered_json j{{"precision", precision == train_precision::bf16 ? "bf16" : "float32"},
                            {"objective", policy_only ? "policy_only" : "rl"},
@@ -263,7 +280,9 @@ nlohmann::ordered_json bench_trainer(const options& o, const model_config& cfg,
                            {"tokens_per_s", tokens / s},
                            {"response_tokens_per_s", double(o.batch * o.new_tokens) / s},
                            {"model_tflops", tflops},
+                           {"flops_per_token_per_parameter", per_parameter},
                            {"mfu_vs_bf16_peak", peak_tflops > 0 ? tflops / peak_tflops : 0.0},
+                           {"activation_checkpointing", o.checkpointing},
                            {"micro_batches", static_cast<int64_t>(micro.size())},
                            {"aten_ops_per_step", ops},
                            {"aten_ops_per_token", double(ops) / tokens}};
@@ -281,6 +300,7 @@ nlohmann::ordered_json bench_generation(const options& o, const model_config& cf
   load_snapshot(*model, snapshot_weights(*master, 0), /*alias=*/false);
   model->eval();
   model->batch_invariant = o.batch_invariant;
+  model->fused_decode = o.fused_decode;
   master = CausalLM(nullptr);
   auto samples = synthetic_samples(o);  // their prompts
   generator_stats last_stats;
@@ -405,7 +425,9 @@ int main(int argc, char** argv) {
   const bool with_generation = !bench::flag(argc, argv, "--skip-generation");
   const auto objectives =
       bench::split_list(bench::arg(argc, argv, "--objectives", "policy_only,rl"));
-  o.vocab = std::stoll(bench::arg(argc, argv, "--vocab", "100"));
+  // The qwen2.5 shapes have their model's real vocabulary; the CPU shapes the char tokenizer's.
+  const bool real_vocab = o.shape.rfind("qwen2.5-", 0) == 0;
+  o.vocab = std::stoll(bench::arg(argc, argv, "--vocab", real_vocab ? "151936" : "100"));
   o.batch = std::stoll(bench::arg(argc, argv, "--batch", big ? "128" : "8"));
   o.prompt = std::stoll(bench::arg(argc, argv, "--prompt", big ? "16" : "8"));
   o.new_tokens = std::stoll(bench::arg(argc, argv, "--new-tokens", big ? "48" : "8"));
@@ -414,9 +436,16 @@ int main(int argc, char** argv) {
   o.cuda_graphs = bench::arg(argc, argv, "--cuda-graphs", "1") != "0";
   o.checkpointing = bench::arg(argc, argv, "--activation-checkpointing", "0") != "0";
   o.batch_invariant = bench::arg(argc, argv, "--batch-invariant", "0") != "0";
+  o.fused_decode = bench::arg(argc, argv, "--fused-decode", kFusedDecodeDefault ? "1" : "0") != "0";
   o.steps = std::stoi(bench::arg(argc, argv, "--steps", "3"));
   o.reps = std::stoi(bench::arg(argc, argv, "--reps", "2"));
-  o.matmul = std::stoi(bench::arg(argc, argv, "--matmul", big ? "8192" : "512"));
+  for (const auto& n :
+       bench::split_list(bench::arg(argc, argv, "--matmul", big ? "4096,8192,16384" : "512")))
+    o.matmul.push_back(std::stoi(n));
+  if (o.matmul.empty()) {
+    std::cerr << "bench_device_throughput: --matmul needs at least one size\n";
+    return 2;
+  }
   o.precisions = bench::split_list(bench::arg(argc, argv, "--precisions", "float32,bf16"));
   const int threads = std::stoi(
       bench::arg(argc, argv, "--threads", std::to_string(std::thread::hardware_concurrency())));
@@ -429,9 +458,19 @@ int main(int argc, char** argv) {
   g_histogram = bench::flag(argc, argv, "--op-histogram");
   install_op_counter();
 
-  nlohmann::ordered_json peak{{"bf16", matmul_tflops(dev, at::kBFloat16, o.matmul)},
-                              {"float32", matmul_tflops(dev, at::kFloat, o.matmul)},
-                              {"n", o.matmul}};
+  // The peak sweep: "bf16", "float32" are the best over the sizes, "n" the size of the bf16 best.
+  nlohmann::ordered_json peak{{"bf16", 0.0}, {"float32", 0.0}, {"n", 0}},
+      sweep = nlohmann::ordered_json::array();
+  for (int n : o.matmul) {
+    const double b = matmul_tflops(dev, at::kBFloat16, n), f = matmul_tflops(dev, at::kFloat, n);
+    sweep.push_back({{"n", n}, {"bf16", b}, {"float32", f}});
+    if (b > peak["bf16"].get<double>()) {
+      peak["bf16"] = b;
+      peak["n"] = n;
+    }
+    peak["float32"] = std::max(peak["float32"].get<double>(), f);
+  }
+  peak["sweep"] = sweep;
   const double bf16_peak = peak["bf16"].get<double>();
   nlohmann::ordered_json trainer = nlohmann::ordered_json::array(),
                          gen = nlohmann::ordered_json::array();
@@ -471,6 +510,7 @@ int main(int argc, char** argv) {
                            {"cuda_graphs", o.cuda_graphs},
                            {"activation_checkpointing", o.checkpointing},
                            {"batch_invariant", o.batch_invariant},
+                           {"fused_decode", o.fused_decode},
                            {"matmul_peak_tflops", peak},
                            {"trainer", trainer},
                            {"generation", gen},

@@ -1,81 +1,66 @@
 #!/usr/bin/env bash
-# The whole GPU measurement of docs/benchmarks.md as one bounded script, for the lent GPU
-# machine. It expects a build kit in .gpu-kit (the Debian libraries the build needs and a
-# device-build.sh that configures against the machine's libtorch into build-gpu/). Writes under $OUT:
-#   session.log (summary lines), device_compare.{json,md} (asyncrl next to plain PyTorch and HF
-#   generate(), and the end-to-end fully async run), ablation.json (the same benchmark with
-#   one-group micro-batches and eager decode: the state before issue 26), big.json (the
-#   Qwen2.5-1.5B shape), build logs.
+# The whole GPU table of docs/benchmarks.md as one bounded job for the lent GPU machine (python3
+# with PyTorch + CUDA and transformers, nvcc, cmake, ninja; no apt, no network), built from this
+# repository alone: scripts/gpu_build.sh unpacks the Debian packages that scripts/gpu_prepare.sh
+# copied into build-gpu-deps/ (run it here first; the run carries build-gpu-deps and
+# tests/fixtures/hf) and builds build-gpu/; then bench/device_compare.py runs every part
+# (asyncrl, the plain and strong references, the 1.5B shape, the end-to-end run, the char-
+# vocabulary rows), each with its own time limit, never past the session's DEADLINE.
 #   OUT=/tmp/out bash bench/gpu_session.sh
-# Env: ABLATIONS=0 skips the two ablation runs; DEADLINE (seconds, default 570) bounds the whole
-# session: the 1.5B-shape run gets what is left, BIG_TIMEOUT at most (default 200), with
-# BIG_CHECKPOINTING=1 (trainer.activation_checkpointing). gpu_util.csv samples nvidia-smi
-# throughout (time, utilization %, memory used MiB).
+# Writes under $OUT as it goes (what a cut-short session leaves is still there):
+#   session.log          one line per phase, then the table
+#   configure.log, build.log
+#   device_compare.json  rewritten after every part (parts_done lists them)
+#   device_compare.json.reference.json  the reference's rows, rewritten after every row
+#   device_compare.md    the tables (asyncrl next to the references, the 1.5B rows, the targets)
+#   gpu_util.csv         nvidia-smi every 250 ms (time, utilization %, memory used MiB)
+#   ablation.json        with ABLATIONS=1 and time left: one group per micro-batch, eager decode
+# Env: DEADLINE (seconds for the whole session, build included; default 470, inside the 8
+# minutes issue 41 allows), PART_TIMEOUT (seconds for one part, default 240), E2E_STEPS
+# (default 8), ABLATIONS (default 0).
 set -u
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT="${OUT:?set OUT}"
 mkdir -p "$OUT"
 t0=$(date +%s)
-DEADLINE=${DEADLINE:-570}
+DEADLINE=${DEADLINE:-470}
 left() { echo $(( DEADLINE - ($(date +%s) - t0) )); }
 say() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$OUT/session.log"; }
-say "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
+say "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (+ working tree), $(date -u +%FT%TZ)"
+say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+say "python: $(python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available(), "transformers", transformers.__version__)' 2>&1 | tail -1)"
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits \
   -lms 250 >"$OUT/gpu_util.csv" 2>/dev/null &
 SMI=$!
 trap 'kill $SMI 2>/dev/null' EXIT
-OUT="$OUT" bash .gpu-kit/device-build.sh bench_device_throughput >"$OUT/build_summary.txt" 2>&1
-say "build bench: rc=$? $(tail -1 "$OUT/build_summary.txt")"
-export LD_LIBRARY_PATH=/opt/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-cmake --build build-gpu -j "$(nproc)" --target asyncrl_cli >>"$OUT/build.log" 2>&1
-say "build cli: rc=$?"
-B=build-gpu/bench/bench_device_throughput
-# The measured table: asyncrl (bf16 and float32), the PyTorch/HF reference, the e2e run.
-PART_TIMEOUT=${PART_TIMEOUT:-150} timeout 300 bash bench/device_run.sh build-gpu "$OUT/dc" \
-  --e2e-steps "${E2E_STEPS:-12}" >"$OUT/device_run.txt" 2>&1
-say "device_compare: rc=$?"
-cp "$OUT/dc/device_compare.json" "$OUT/dc/device_compare.md" "$OUT/" 2>/dev/null
-sed -n '/^| /p' "$OUT/device_compare.md" 2>/dev/null | head -20 | tee -a "$OUT/session.log"
-# Ablation: what each change is worth, on the same machine in the same run.
-if [ "${ABLATIONS:-1}" = 1 ]; then
-timeout 75 $B --precisions bf16 --micro-batch-tokens 0 --micro-batch 8 --cuda-graphs 0 \
-  --steps 2 --reps 1 --matmul 1024 >"$OUT/ablation.json" 2>"$OUT/ablation.err"
-say "ablation (one group per micro-batch, eager decode): rc=$?"
-timeout 60 $B --precisions bf16 --cuda-graphs 0 --steps 2 --reps 1 --matmul 1024 \
-  --objectives policy_only >"$OUT/nographs.json" 2>>"$OUT/ablation.err"
-say "ablation (token budget, eager decode): rc=$?"
+
+# The build: at most half the session.
+BUILD_TIMEOUT=$(( $(left) / 2 )) LOG_DIR="$OUT" bash scripts/gpu_build.sh \
+  asyncrl_cli bench_device_throughput 2>&1 | tee -a "$OUT/session.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || { say "build failed: see configure.log / build.log"; exit 1; }
+# shellcheck disable=SC1090 # the prefix's libraries, for anything without the rpath
+source <(bash scripts/gpu_build.sh --env)
+
+# Every part, each bounded by PART_TIMEOUT and by what is left of DEADLINE.
+dc_left=$(( $(left) - 10 ))
+timeout "$dc_left" python3 bench/device_compare.py --device cuda --build build-gpu --python python3 \
+  --timeout "${PART_TIMEOUT:-240}" --deadline $(( dc_left - 5 )) --e2e-steps "${E2E_STEPS:-8}" \
+  --out "$OUT/device_compare.json" --markdown >"$OUT/device_compare.stdout" 2>"$OUT/device_compare.err"
+say "device_compare: rc=$? ($(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("parts done:", ",".join(j["parts_done"]), j["part_seconds"])' "$OUT/device_compare.json" 2>&1 | tail -1))"
+sed -n '/^Vocabulary/,$p' "$OUT/device_compare.stdout" >"$OUT/device_compare.md"
+if [ ! -s "$OUT/device_compare.md" ] && [ -f "$OUT/device_compare.json" ]; then
+  # Cut short before the end: the table from what the JSON kept.
+  python3 -c 'import json, sys; sys.path.insert(0, "bench"); import device_compare as d
+j = json.load(open(sys.argv[1])); print(d.markdown(j) if j.get("asyncrl") else "no asyncrl part")' \
+    "$OUT/device_compare.json" >"$OUT/device_compare.md" 2>&1
 fi
-big_t=$(( $(left) - 15 )); [ "$big_t" -gt "${BIG_TIMEOUT:-200}" ] && big_t=${BIG_TIMEOUT:-200}
-if [ "$big_t" -ge 30 ]; then
-  timeout "$big_t" $B --shape qwen2.5-1.5b --precisions bf16 --batch 128 --prompt 64 \
-    --new-tokens 448 --micro-batch-tokens 8192 --objectives rl --steps 1 --reps 1 --matmul 1024 \
-    --activation-checkpointing "${BIG_CHECKPOINTING:-1}" >"$OUT/big.json" 2>"$OUT/big.err"
-  say "qwen2.5-1.5b shape, 128 x 512 tokens, checkpointing ${BIG_CHECKPOINTING:-1}: rc=$? (${big_t} s allowed)"
-else
-  say "qwen2.5-1.5b shape: skipped, ${big_t} s left"
+tee -a "$OUT/session.log" <"$OUT/device_compare.md"
+
+# The state before issue 26 (one group per micro-batch, eager decode), when asked and time is left.
+if [ "${ABLATIONS:-0}" = 1 ] && [ "$(left)" -ge 60 ]; then
+  timeout $(( $(left) - 10 )) build-gpu/bench/bench_device_throughput --precisions bf16 \
+    --micro-batch-tokens 0 --micro-batch 8 --cuda-graphs 0 --steps 2 --reps 1 --matmul 8192 \
+    >"$OUT/ablation.json" 2>"$OUT/ablation.err"
+  say "ablation (one group per micro-batch, eager decode): rc=$?"
 fi
-python3 - "$OUT" <<'PY' | tee -a "$OUT/session.log"
-import json, sys
-o = sys.argv[1]
-def load(f):
-    try:
-        t = open(f"{o}/{f}").read(); i = t.find("\n{")
-        return json.loads(t[i + 1:] if i >= 0 else t)
-    except Exception as e:
-        print(f, "unreadable:", e); return None
-for f in ("ablation.json", "nographs.json", "big.json"):
-    j = load(f)
-    if not j: continue
-    for r in j["trainer"]:
-        print(f, r["precision"], r["objective"], "train tok/s", round(r["tokens_per_s"]),
-              "ops/token", round(r["aten_ops_per_token"], 1), "peak GB",
-              round(r.get("cuda_peak_allocated_bytes", 0) / 2**30, 1))
-    for r in j["generation"]:
-        print(f, r["dtype"], "gen tok/s", round(r["tokens_per_s"]), "ops/token",
-              round(r["aten_ops_per_token"], 2), "graphs", r["graphs_captured"],
-              "sync s", round(r["weight_sync_s"], 4))
-j = load("device_compare.json")
-if j and j.get("e2e"):
-    print("e2e gpu_busy", j["e2e"].get("gpu_busy"), "error", j["e2e"].get("error", "")[:300])
-PY
-say "done"
+say "done, $(left) s of ${DEADLINE} s left"

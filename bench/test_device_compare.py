@@ -3,7 +3,10 @@
 bench/device_compare.py on the small shape and checks what it prints. Catches a driver that
 cannot parse a part's output, a missing row (a precision, an objective, a dtype), a ratio taken
 the wrong way round or against the wrong row, an end-to-end run whose metrics changed names, and
-a bf16 run whose mismatch metrics are missing or out of range.
+a bf16 run whose mismatch metrics are missing or out of range. Also: the JSON written after each
+part (--out: it exists and parses while later parts still run, and no temporary file is left),
+the labelled reference rows (plain, fused AdamW, torch.compile, static-cache generate; a compiled
+row may carry an error instead, never abort the run), the new ratios, and the issue-41 targets.
 
   bench/test_device_compare.py BUILD_DIR [REFERENCE_PYTHON]
 REFERENCE_PYTHON (or $ASYNCRL_REFERENCE_PYTHON) has torch and transformers; without one the
@@ -13,6 +16,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -30,12 +35,16 @@ def check(cond, msg):
 def main():
     build = sys.argv[1]
     python = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("ASYNCRL_REFERENCE_PYTHON", "")
-    cmd = [sys.executable, os.path.join(HERE, "device_compare.py"), "--device", "cpu", "--build", build,
-           "--python", python, "--e2e-steps", "4", "--timeout", "600", "--markdown"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
-    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr[-2000:]}")
-    text = p.stdout
-    res = json.loads(text[: text.rindex("\n}") + 2])
+    with tempfile.TemporaryDirectory(prefix="test_device_compare.") as tmp:
+        out_path = os.path.join(tmp, "device_compare.json")
+        cmd = [sys.executable, os.path.join(HERE, "device_compare.py"), "--device", "cpu", "--build", build,
+               "--python", python, "--e2e-steps", "4", "--timeout", "600", "--markdown", "--out", out_path]
+        text, snapshots = run_watching(cmd, out_path)
+        res = json.loads(text[: text.rindex("\n}") + 2])
+        check(json.load(open(out_path)) == res, "the --out file differs from the printed JSON")
+        check(sorted(os.listdir(tmp)) == ["device_compare.json"] + (["device_compare.json.reference.json"] if python else []),
+              f"files left beside --out: {sorted(os.listdir(tmp))}")
+    check_incremental(snapshots, res)
     ours = res["asyncrl"]
     check(ours["device"] == "cpu" and ours["shape"]["name"] == "small", "shape/device")
     rows = {(r["precision"], r["objective"]): r for r in ours["trainer"]}
@@ -55,12 +64,35 @@ def main():
     ratios = res["ratios"]
     if python:
         check(ref is not None, f"reference failed: {res.get('reference_error')}")
-        rt = {r["precision"]: r for r in ref["train"]}
-        rg = {r["dtype"]: r for r in ref["generate"]}
-        check(set(rt) == {"float32", "bf16_autocast"} and set(rg) == {"float32", "bf16"},
+        check(ref.get("done") is True and ref["vocab"] == ours["shape"]["vocab_size"],
+              f"reference: done {ref.get('done')}, vocab {ref.get('vocab')}")
+        for r in ref["train"] + ref["generate"]:
+            check(r.get("label") and r.get("variant") and r.get("vocab") == ref["vocab"], f"unlabelled row {r}")
+        eager_t = [r for r in ref["train"] if r["variant"] == "eager"]
+        eager_g = [r for r in ref["generate"] if r["variant"] == "eager"]
+        rt = {r["precision"]: r for r in eager_t}
+        rg = {r["dtype"]: r for r in eager_g}
+        check(len(rt) == len(eager_t) == 2 and set(rt) == {"float32", "bf16_autocast"} and
+              len(rg) == len(eager_g) == 2 and set(rg) == {"float32", "bf16"},
               f"reference rows {sorted(rt)} {sorted(rg)}")
-        for r in list(rt.values()) + list(rg.values()):
+        strong_t = {r["variant"]: r for r in ref["train"] if r["variant"] != "eager"}
+        strong_g = {r["variant"]: r for r in ref["generate"] if r["variant"] != "eager"}
+        check(set(strong_t) == {"fused", "fused_compiled"} and set(strong_g) == {"static_compiled"},
+              f"strong reference rows {sorted(strong_t)} {sorted(strong_g)}")
+        for r in list(rt.values()) + list(rg.values()) + [strong_t["fused"]]:
             check("error" not in r and r["tokens_per_s"] > 0, f"reference row {r}")
+            check(r.get("attn_implementation") and r.get("sdpa_backend"), f"no attention recorded: {r}")
+        check(strong_t["fused"]["optimizer"] == "AdamW(fused=True)", "fused row without fused AdamW")
+        # torch.compile may be missing on a machine (no compiler): then the row says why.
+        for r in (strong_t["fused_compiled"], strong_g["static_compiled"]):
+            check(("error" in r and r["error"]) or (r["tokens_per_s"] > 0 and r["torch_compile"]),
+                  f"compiled row: {r}")
+            if "error" in r:
+                print(f"note: {r['label']}: {r['error'][:200]}")
+        check(strong_g["static_compiled"].get("cache") == "static" or "error" in strong_g["static_compiled"],
+              "static_compiled row without a static cache")
+        sweep = ref["matmul_peak_tflops"]["sweep"]
+        check(sweep and ref["matmul_peak_tflops"]["bf16"] == max(r["bf16"] for r in sweep), "reference peak sweep")
         expect = {
             "trainer_policy_only_float32_vs_torch_float32":
                 rows[("float32", "policy_only")]["tokens_per_s"] / rt["float32"]["tokens_per_s"],
@@ -71,8 +103,16 @@ def main():
             "generation_float32_vs_hf_float32": gens["float32"]["tokens_per_s"] / rg["float32"]["tokens_per_s"],
             "generation_bf16_vs_hf_bf16": gens["bf16"]["tokens_per_s"] / rg["bf16"]["tokens_per_s"],
         }
+        expect["trainer_policy_only_bf16_vs_torch_fused"] = (
+            rows[("bf16", "policy_only")]["tokens_per_s"] / strong_t["fused"]["tokens_per_s"])
+        if "error" not in strong_t["fused_compiled"]:
+            expect["trainer_policy_only_bf16_vs_torch_fused_compiled"] = (
+                rows[("bf16", "policy_only")]["tokens_per_s"] / strong_t["fused_compiled"]["tokens_per_s"])
+        if "error" not in strong_g["static_compiled"]:
+            expect["generation_bf16_vs_hf_static_compiled"] = (
+                gens["bf16"]["tokens_per_s"] / strong_g["static_compiled"]["tokens_per_s"])
         for k, v in expect.items():
-            check(abs(ratios[k] - v) <= 1e-9 * v, f"ratio {k}: {ratios[k]} != {v}")
+            check(ratios.get(k) is not None and abs(ratios[k] - v) <= 1e-9 * v, f"ratio {k}: {ratios.get(k)} != {v}")
     else:
         check(ref is None and res.get("reference_skipped"), "a skipped reference must say why")
 
@@ -86,8 +126,108 @@ def main():
     check(0 <= e2e["mismatch_abs_mean"] <= e2e["mismatch_abs_max"] < 0.5,
           f"bf16 e2e mismatch mean {e2e['mismatch_abs_mean']} max {e2e['mismatch_abs_max']}")
     check("| asyncrl trainer, policy_only, bf16 |" in text, "markdown table missing")
+    # The e2e trainer against its own rl row, per FLOP: 8 N (demo.yaml: no old-policy forward) / 10 N.
+    check(e2e["flops_per_token_per_parameter"] == 8, f"e2e FLOPs per token: {e2e['flops_per_token_per_parameter']}")
+    want = e2e["trainer_tokens_per_s_busy"] * 8 / (rows[("bf16", "rl")]["tokens_per_s"] * 10)
+    got = ratios.get("e2e_trainer_vs_own_rl_per_flop")
+    check(got is not None and abs(got - want) <= 1e-9 * want, f"e2e per-FLOP ratio {got} != {want}")
+    for (prec, obj), r in rows.items():
+        check(r["flops_per_token_per_parameter"] == (6 if obj == "policy_only" else 10), f"FLOPs count of {obj}")
+    sweep = ours["matmul_peak_tflops"]["sweep"]
+    check(sweep and ours["matmul_peak_tflops"]["bf16"] == max(r["bf16"] for r in sweep), "asyncrl peak sweep")
+    check_targets(res, gens["bf16"])
+    check_target_logic()
+    check("| target (issue 41) |" in text, "targets table missing")
     check_op_counts(ours)
     print("ok: device_compare CPU mode", "with" if python else "without", "the reference")
+
+
+def run_watching(cmd, out_path):
+    """Runs cmd, reading out_path whenever it changes: returns (stdout, the parsed snapshots)."""
+    snapshots, seen = [], None
+    with tempfile.TemporaryFile("w+") as so, tempfile.TemporaryFile("w+") as se:
+        p = subprocess.Popen(cmd, stdout=so, stderr=se, text=True)
+        deadline = time.monotonic() + 1500
+        while True:
+            done = p.poll() is not None
+            try:
+                st = os.stat(out_path)
+                key = (st.st_mtime_ns, st.st_size, st.st_ino)
+                if key != seen:
+                    seen = key
+                    with open(out_path) as f:
+                        body = f.read()
+                    try:  # written by rename: never a half-written file
+                        snapshots.append(json.loads(body))
+                    except json.JSONDecodeError as e:
+                        fail(f"{out_path} does not parse mid-run ({e}): a write that is not atomic")
+            except FileNotFoundError:
+                pass
+            if done:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                fail("device_compare.py did not finish in 1500 s")
+            time.sleep(0.05)
+        so.seek(0)
+        se.seek(0)
+        out, err = so.read(), se.read()
+    check(p.returncode == 0, f"exit {p.returncode}: {err[-2000:]}")
+    return out, snapshots
+
+
+def check_incremental(snapshots, res):
+    """The JSON is there after the first part, while the others still run; parts only grow."""
+    check(res["parts_done"] == res["parts"] == ["asyncrl", "reference", "e2e"],
+          f"parts {res['parts']} done {res['parts_done']}")
+    check(snapshots, "no --out file seen")
+    # The first seen is before the end-to-end run (the last part, seconds long) has finished;
+    # without a reference Python the skipped reference part may already be in it.
+    first = snapshots[0]
+    check(first["parts_done"][:1] == ["asyncrl"] and first["asyncrl"] is not None and
+          "e2e" not in first["parts_done"] and first["e2e"] is None,
+          f"first snapshot: parts done {first['parts_done']}")
+    done = [s["parts_done"] for s in snapshots]
+    for a, b in zip(done, done[1:]):
+        check(b[:len(a)] == a, f"parts_done went from {a} to {b}")
+
+
+def check_targets(res, gen_bf16):
+    t = {x["target"]: x for x in res["targets"]}
+    check(set(t) == {"trainer_vs_compiled_step", "generation_vs_static_compiled", "decode_step_ms",
+                     "big_mfu_checkpointing"}, f"targets {sorted(t)}")
+    # The CPU's small shape is not the targets' shape: measured where possible, never judged.
+    for x in t.values():
+        check(x["pass"] is None and x["goal"], f"target judged on the CPU shape: {x}")
+    want = gen_bf16["s"] * 1e3 / (gen_bf16["decode_steps_all_runs"] / gen_bf16["runs"])
+    got = t["decode_step_ms"]["value"]
+    check(got is not None and abs(got - want) <= 1e-9 * want, f"decode step {got} ms != {want}")
+    check(t["trainer_vs_compiled_step"]["value"] == res["ratios"].get("trainer_policy_only_bf16_vs_torch_fused_compiled"),
+          "trainer target is not the compiled-step ratio")
+
+
+def check_target_logic():
+    """The pass/miss rules on a made-up CUDA result (the CPU run never judges them)."""
+    sys.path.insert(0, HERE)
+    import device_compare as dc
+    gen = {"dtype": "bf16", "s": 0.06, "decode_steps_all_runs": 144, "runs": 3, "tokens_per_s": 1.0}
+    res = {"device": "cuda", "asyncrl": {"shape": {"name": "qwen2.5-0.5b"}, "batch": 128, "generation": [gen],
+                                         "matmul_peak_tflops": {"bf16": 700.0}},
+           "reference": {"matmul_peak_tflops": {"bf16": 800.0}},
+           "ratios": {"trainer_policy_only_bf16_vs_torch_fused_compiled": 0.99,
+                      "generation_bf16_vs_hf_static_compiled": 2.0},
+           "big": {"checkpointing": {"trainer": [{"objective": "rl", "model_tflops": 280.0}]}}}
+    t = {x["target"]: x for x in dc.targets(res)}
+    check(t["trainer_vs_compiled_step"]["pass"] is False, "0.99x passed the >= 1x trainer target")
+    check(t["generation_vs_static_compiled"]["pass"] is True, "2.0x missed the >= 2x generation target")
+    # 0.06 s over 48 decode steps a run: 1.25 ms.
+    check(abs(t["decode_step_ms"]["value"] - 1.25) < 1e-9 and t["decode_step_ms"]["pass"] is True, "decode step")
+    # 280 / max(700, 800) = 35%: MFU against the best peak either side measured.
+    check(abs(t["big_mfu_checkpointing"]["value"] - 0.35) < 1e-9 and t["big_mfu_checkpointing"]["pass"] is True,
+          f"1.5B MFU {t['big_mfu_checkpointing']}")
+    res["asyncrl"]["batch"] = 64
+    check(all(x["pass"] is None for x in dc.targets(res) if x["target"] != "big_mfu_checkpointing"),
+          "targets judged at batch 64")
 
 
 # The CPU proxy of kernel launches: ATen operators dispatched per trained and per generated

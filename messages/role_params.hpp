@@ -23,8 +23,9 @@ struct rollouter_params {
   std::string device = "cpu";        // rollout.device, else runtime.device
   std::vector<std::string> devices;  // rollout.devices: rollouter w on devices[w % n]
   rollout_dtype dtype = rollout_dtype::float32;
-  bool batch_invariant = false;  // rollout.batch_invariant: the batch-invariant kernels
-  int64_t group_size = 8;        // rollout.n
+  bool batch_invariant = false;             // rollout.batch_invariant: the batch-invariant kernels
+  bool fused_decode = kFusedDecodeDefault;  // rollout.fused_decode: the fused decode kernels
+  int64_t group_size = 8;                   // rollout.n
   double temperature = 1.0;
   int64_t top_k = 0;                // 0 = off
   double top_p = 1.0;               // 1 = off
@@ -92,7 +93,7 @@ typename Inspector::result_type inspect(Inspector& f, rollouter_params& x) {
            x.top_k, x.top_p, x.max_new_tokens, x.max_prompt_length, x.max_batch, x.chunk_tokens,
            x.partial_rollout, x.report_starts, x.seed, x.workload, x.slow_ms, x.sync_drop_every,
            x.sync_delay_every, x.sync_delay_ms, x.devices, x.max_turns, x.max_episode_tokens, x.env,
-           x.env_fault_every, x.batch_invariant);
+           x.env_fault_every, x.batch_invariant, x.fused_decode);
 }
 
 template <class Inspector>

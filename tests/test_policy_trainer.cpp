@@ -269,7 +269,10 @@ TEST(TriModel, RolloutAndTrainerLogprobsAgreeForTheSameWeights) {
       for (auto& s : samples)
         rollout.insert(rollout.end(), s.logprobs.begin(), s.logprobs.end());
       auto want = at::tensor(rollout);
-      EXPECT_TRUE(at::allclose(lp, want, 0, 1e-5))
+      // 2e-5: the generator's fused decode kernels sum attention and norms in other orders
+      // than the trainer's forward (measured 1.04e-5 at most; a temperature applied twice or a
+      // token off by one moves log-probs by 1e-2 or more).
+      EXPECT_TRUE(at::allclose(lp, want, 0, 2e-5))
           << "T=" << T << " packed=" << packed << " max diff " << (lp - want).abs().max();
     }
   }

@@ -37,6 +37,7 @@ policy_trainer_params policy_trainer_params_from(const run_config& cfg) {
   p.deterministic_accumulation = tr.deterministic_accumulation;
   p.precision = tr.precision;
   p.compute_ref = tr.compute_ref;
+  p.logprob_chunk_tokens = tr.logprob_chunk_tokens;
   p.lr = tr.lr;
   p.min_lr_ratio = tr.min_lr_ratio;
   p.lr_schedule = tr.lr_schedule;

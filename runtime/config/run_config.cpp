@@ -143,6 +143,11 @@ void bind_rollout(config_schema& s, rollout_section& rollout) {
   s.add_enum("rollout.dtype", &rollout.dtype,
              "the rollouters' weights, activations and KV cache (bf16: cast once per weights "
              "version; log-probs and sampling stay float32)");
+  s.add("rollout.fused_decode", &rollout.fused_decode,
+        "decode steps by the fused kernels (add + RMSNorm, rotary + KV-cache write, attention "
+        "over the cache, silu * up; CUDA kernels in a CUDA build) and one matmul for q/k/v and "
+        "for gate/up: a few operators per layer instead of about forty; false = the plain ATen "
+        "composition (equal up to the order of float additions)");
   s.add("rollout.batch_invariant", &rollout.batch_invariant,
         "the rollouters and the trainer compute with batch-invariant CPU kernels: a token's "
         "log-prob does not depend on the batch, padding or packing, so the rollout's equals the "
@@ -430,6 +435,13 @@ void bind_trainer(config_schema& s, trainer_section& trainer) {
              "and AdamW state, bf16 forward and backward, float32 log-probs and loss)");
   s.add("trainer.compute_ref", &tr.compute_ref,
         "run the reference model for the kl metric even when kl_coef is 0");
+  s.add("trainer.logprob_chunk_tokens", &tr.logprob_chunk_tokens,
+        "compute log-probs and entropy from the LM head this many tokens at a time, the "
+        "backward recomputing each chunk's logits, so a micro-batch's (tokens x vocab) logits "
+        "never exist at once (vocab 151,936: 2048 tokens of float32 logits are 1.2 GB, 8192 "
+        "are 5 GB); 0 = the whole micro-batch's logits at once. Not used with "
+        "rollout.batch_invariant",
+        non_negative_int());
   s.add("trainer.lr", &tr.lr, "peak learning rate", positive());
   s.add("trainer.min_lr_ratio", &tr.min_lr_ratio, "final lr as a share of peak (cosine)",
         in_range(0, 1));

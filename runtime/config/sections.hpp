@@ -10,6 +10,7 @@
 
 #include "runtime/common/cpu_affinity.hpp"
 #include "runtime/config/modes.hpp"
+#include "runtime/model/model_config.hpp"
 #include "runtime/model/model_source.hpp"
 #include "runtime/scheduling/async_section.hpp"
 #include "runtime/scheduling/sim_costs.hpp"
@@ -53,6 +54,7 @@ struct rollout_section {
   int64_t threads = 0;                         // torch threads per rollout worker; 0 = by mode
   rollout_dtype dtype = rollout_dtype::float32;
   bool batch_invariant = kPolicyTrainerDefaults.batch_invariant;  // algorithms.md §19
+  bool fused_decode = kFusedDecodeDefault;                        // model.hpp
   std::string device;                // cpu, cuda, cuda:N; empty = runtime.device
   std::vector<std::string> devices;  // rollouter w on devices[w % n]; empty = rollout.device
 };
@@ -114,6 +116,7 @@ struct trainer_section {
   bool deterministic_accumulation = kPolicyTrainerDefaults.deterministic_accumulation;
   train_precision precision = kPolicyTrainerDefaults.precision;
   bool compute_ref = kPolicyTrainerDefaults.compute_ref;
+  int64_t logprob_chunk_tokens = kPolicyTrainerDefaults.logprob_chunk_tokens;  // 0 = full logits
   double lr = kPolicyTrainerDefaults.lr;
   double min_lr_ratio = kPolicyTrainerDefaults.min_lr_ratio;
   lr_schedule_kind lr_schedule = kPolicyTrainerDefaults.lr_schedule;

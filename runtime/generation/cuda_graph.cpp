@@ -4,9 +4,9 @@
 #if ASYNCRL_TORCH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #endif
+
+#include "runtime/model/cuda_stream.hpp"
 
 #include <exception>
 
@@ -43,12 +43,16 @@ std::unique_ptr<cuda_graph> cuda_graph::capture(const std::function<void()>& wor
 #if ASYNCRL_TORCH_CUDA
   try {
     std::unique_ptr<cuda_graph> g(new cuda_graph());
-    // Capture must not run on the default stream; the side stream first waits for what the
-    // default stream queued (the inputs the work reads).
+    // Capture must not run on the caller's stream (the rollouter's own, or the default one);
+    // the side stream, one of its own (never a pool stream that a role or another capture
+    // holds, whose kernels would be captured), starts after everything queued so far (the
+    // inputs the work reads). The device-wide syncs stay: they run once per graph (a few dozen
+    // in a generator's life, its first chunks), not per chunk, and a capture then starts and
+    // ends with no work of any stream in flight, as PyTorch's own torch.cuda.graph does.
     c10::cuda::device_synchronize();
-    auto side = c10::cuda::getStreamFromPool();
+    auto side = own_stream::on_device(c10::cuda::current_device());
     {
-      c10::cuda::CUDAStreamGuard guard(side);
+      stream_scope on(side);
       work();  // warm-up, eagerly
       side.synchronize();
       // Thread-local capture: another thread's CUDA work (a trainer sharing the GPU) does not

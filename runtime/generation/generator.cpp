@@ -80,6 +80,8 @@ struct generator::impl {
     TORCH_CHECK(opt.max_slots > 0 && opt.max_seq_len > 0, "generator needs slots and length");
     auto params = model->parameters();
     if (!params.empty()) device = params.front().device();
+    // One matmul for q/k/v and one for gate/up in every decode step and prefill.
+    if (model->fused_decode) model->pack_projections();
   }
 
   torch::TensorOptions long_opts() const {

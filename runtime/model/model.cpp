@@ -6,6 +6,9 @@
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/linear.h>
 
+#include "runtime/model/fused_decode.hpp"
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -95,15 +98,81 @@ torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x, bool in
   return bi_linear(x, as_compute(l->weight, x), b.defined() ? as_compute(b, x) : b);
 }
 
+// Concatenates `parts` along dim 0 into one new tensor and points each at its rows there.
+torch::Tensor pack_rows(const std::vector<torch::Tensor>& parts) {
+  torch::NoGradGuard no_grad;
+  auto packed = torch::cat(parts, 0).contiguous();
+  int64_t row = 0;
+  for (auto p : parts) {  // a handle: set_data changes the parameter itself
+    p.set_data(packed.narrow(0, row, p.size(0)));
+    row += p.size(0);
+  }
+  return packed;
+}
+
+// Whether `parts` are still the consecutive rows of `packed` (a load or cast that re-pointed
+// a parameter, or moved the model, breaks it).
+bool rows_of(const torch::Tensor& packed, const std::vector<torch::Tensor>& parts) {
+  if (!packed.defined()) return false;
+  const auto* at = static_cast<const char*>(packed.data_ptr());
+  for (const auto& p : parts) {
+    if (p.scalar_type() != packed.scalar_type() || p.device() != packed.device() ||
+        p.data_ptr() != at || !p.is_contiguous())
+      return false;
+    at += p.numel() * p.element_size();
+  }
+  return at == static_cast<const char*>(packed.data_ptr()) + packed.numel() * packed.element_size();
+}
+
 }  // namespace
+
+void AttentionImpl::pack() {
+  qkv_weight_ = pack_rows({q_proj->weight, k_proj->weight, v_proj->weight});
+  if (q_proj->bias.defined()) qkv_bias_ = pack_rows({q_proj->bias, k_proj->bias, v_proj->bias});
+}
+
+bool AttentionImpl::packed() const {
+  return rows_of(qkv_weight_, {q_proj->weight, k_proj->weight, v_proj->weight}) &&
+         (!q_proj->bias.defined() ||
+          rows_of(qkv_bias_, {q_proj->bias, k_proj->bias, v_proj->bias}));
+}
+
+torch::Tensor AttentionImpl::qkv(const torch::Tensor& x) const {
+  if (packed())
+    return torch::nn::functional::linear(
+        x, as_compute(qkv_weight_, x), qkv_bias_.defined() ? as_compute(qkv_bias_, x) : qkv_bias_);
+  return torch::cat({linear(q_proj, x), linear(k_proj, x), linear(v_proj, x)}, -1);
+}
+
+torch::Tensor AttentionImpl::decode_fused(const torch::Tensor& x, const attention_inputs& in) {
+  const auto q_cols = heads_ * head_dim_, kv_cols = kv_heads_ * head_dim_;
+  auto all = qkv(x);  // (B, q_cols + 2 kv_cols)
+  auto q = fused::rope_write_cache(all.narrow(1, 0, q_cols), all.narrow(1, q_cols, kv_cols),
+                                   all.narrow(1, q_cols + kv_cols, kv_cols), in.cos, in.sin,
+                                   in.cache_pos, in.cache->k[in.layer], in.cache->v[in.layer]);
+  return linear(o_proj, fused::decode_attention(q, in.cache->k[in.layer], in.cache->v[in.layer],
+                                                in.cache_pos));
+}
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const attention_inputs& in) {
   const auto B = x.size(0), T = x.size(1), G = heads_ / kv_heads_;
   // (B, T, H*D) -> (B, H, T, D)
   const bool inv = in.invariant;
-  auto q = linear(q_proj, x, inv).view({B, T, heads_, head_dim_}).transpose(1, 2);
-  auto k = linear(k_proj, x, inv).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
-  auto v = linear(v_proj, x, inv).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor q, k, v;
+  if (!inv && !torch::GradMode::is_enabled() && packed()) {
+    // One matmul for the three (prefill and the unfused decode of a generator's model).
+    auto all = qkv(x);
+    const auto q_cols = heads_ * head_dim_, kv_cols = kv_heads_ * head_dim_;
+    q = all.narrow(-1, 0, q_cols).view({B, T, heads_, head_dim_}).transpose(1, 2);
+    k = all.narrow(-1, q_cols, kv_cols).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+    v = all.narrow(-1, q_cols + kv_cols, kv_cols)
+            .view({B, T, kv_heads_, head_dim_})
+            .transpose(1, 2);
+  } else {
+    q = linear(q_proj, x, inv).view({B, T, heads_, head_dim_}).transpose(1, 2);
+    k = linear(k_proj, x, inv).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+    v = linear(v_proj, x, inv).view({B, T, kv_heads_, head_dim_}).transpose(1, 2);
+  }
   // Elementwise products and sums only: exact operations, the same bits on every path.
   q = apply_rope(q, in.cos, in.sin);
   k = apply_rope(k, in.cos, in.sin);
@@ -172,6 +241,22 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
 
 torch::Tensor MLPImpl::forward_invariant(const torch::Tensor& x) {
   return linear(down_proj, bi_silu_mul(linear(gate_proj, x, true), linear(up_proj, x, true)), true);
+}
+
+void MLPImpl::pack() {
+  gate_up_weight_ = pack_rows({gate_proj->weight, up_proj->weight});
+}
+
+bool MLPImpl::packed() const {
+  return rows_of(gate_up_weight_, {gate_proj->weight, up_proj->weight});
+}
+
+torch::Tensor MLPImpl::decode_fused(const torch::Tensor& x) {
+  if (!packed())
+    return linear(down_proj, fused::silu_mul(linear(gate_proj, x), linear(up_proj, x)));
+  const auto I = gate_proj->weight.size(0);
+  auto gu = torch::nn::functional::linear(x, as_compute(gate_up_weight_, x));  // (B, 2 I)
+  return linear(down_proj, fused::silu_mul(gu.narrow(1, 0, I), gu.narrow(1, I, I)));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const model_config& cfg) {
@@ -279,6 +364,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Te
     in.cos = emb.cos().to(h.scalar_type());
     in.sin = emb.sin().to(h.scalar_type());
   }
+  if (in.fused) return decode_fused(h, in);
   const bool checkpoint = checkpoint_layers && torch::GradMode::is_enabled() &&
                           in.cache == nullptr && in.k_out == nullptr;
   for (size_t l = 0; l < layer_list_.size(); ++l) {
@@ -290,6 +376,26 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& ids, const torch::Te
       h = layer_list_[l]->forward(h, in);
   }
   return in.invariant ? norm->forward_invariant(h) : norm(h);
+}
+
+torch::Tensor TransformerImpl::decode_fused(const torch::Tensor& h, attention_inputs& in) {
+  // The residual stream r and its normed copy n, (B, hidden): each layer's two residual adds
+  // run with the RMSNorm that follows them (the next layer's input norm, or the final norm).
+  const auto B = h.size(0), C = h.size(2);
+  auto [r, n] =
+      fused::add_rms_norm(h.view({B, C}), {}, layer_list_.front()->input_layernorm->weight,
+                          layer_list_.front()->input_layernorm->eps());
+  for (size_t l = 0; l < layer_list_.size(); ++l) {
+    in.layer = static_cast<int64_t>(l);
+    auto& layer = *layer_list_[l];
+    auto a = layer.self_attn->decode_fused(n, in);
+    std::tie(r, n) = fused::add_rms_norm(r, a, layer.post_attention_layernorm->weight,
+                                         layer.post_attention_layernorm->eps());
+    auto m = layer.mlp->decode_fused(n);
+    const auto& next = l + 1 < layer_list_.size() ? layer_list_[l + 1]->input_layernorm : norm;
+    std::tie(r, n) = fused::add_rms_norm(r, m, next->weight, next->eps());
+  }
+  return n.view({B, 1, C});
 }
 
 CausalLMImpl::CausalLMImpl(const model_config& cfg) : cfg_(cfg) {
@@ -387,12 +493,45 @@ torch::Tensor CausalLMImpl::decode(const torch::Tensor& ids, const torch::Tensor
   in.cache_span = span;
   TORCH_CHECK(in.cache_span <= cache.max_len, "position ", in.cache_span - 1,
               " is beyond the KV cache length ", cache.max_len);
-  // Row b sees keys 0..pos[b]; the rest of the span belongs to longer rows.
-  auto keys = torch::arange(in.cache_span, pos.options());
-  in.mask = (keys.unsqueeze(0) <= pos.unsqueeze(1)).view({B, 1, 1, 1, in.cache_span});
   in.invariant = invariant_now();
+  // The fused kernels need the cache in the activations' dtype, as kv_cache makes it.
+  in.fused = fused_decode && !in.invariant && !torch::GradMode::is_enabled() &&
+             cache.k.front().scalar_type() == compute_dtype() &&
+             fused::supported(cache.k.front(), cfg_.head_dim);
+  if (!in.fused) {
+    // Row b sees keys 0..pos[b]; the rest of the span belongs to longer rows.
+    auto keys = torch::arange(in.cache_span, pos.options());
+    in.mask = (keys.unsqueeze(0) <= pos.unsqueeze(1)).view({B, 1, 1, 1, in.cache_span});
+  }
   auto h = model->forward(ids.unsqueeze(1), pos.unsqueeze(1), in, compute_);  // (B, 1, hidden)
   return lm_logits(h.squeeze(1));
+}
+
+void CausalLMImpl::pack_projections() {
+  bool all_packed = !packed_.empty();
+  for (auto& layer : model->layers->children()) {
+    auto* d = layer->as<DecoderLayerImpl>();
+    all_packed = all_packed && d->self_attn->packed() && d->mlp->packed();
+  }
+  if (all_packed) return;  // keep the addresses that captured CUDA graphs read
+  packed_.clear();
+  for (auto& layer : model->layers->children()) {
+    auto* d = layer->as<DecoderLayerImpl>();
+    d->self_attn->pack();
+    d->mlp->pack();
+    for (const auto* l : {&d->self_attn->q_proj, &d->self_attn->k_proj, &d->self_attn->v_proj}) {
+      packed_.push_back((*l)->weight.unsafeGetTensorImpl());
+      if ((*l)->bias.defined()) packed_.push_back((*l)->bias.unsafeGetTensorImpl());
+    }
+    packed_.push_back(d->mlp->gate_proj->weight.unsafeGetTensorImpl());
+    packed_.push_back(d->mlp->up_proj->weight.unsafeGetTensorImpl());
+  }
+  std::sort(packed_.begin(), packed_.end());
+}
+
+bool CausalLMImpl::is_packed(const torch::Tensor& p) const {
+  return std::binary_search(packed_.begin(), packed_.end(),
+                            static_cast<const void*>(p.unsafeGetTensorImpl()));
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> CausalLMImpl::ordered_parameters() const {

@@ -46,6 +46,7 @@ class RMSNormImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
   /// The same function by the batch-invariant kernels (no gradient).
   torch::Tensor forward_invariant(const torch::Tensor& x);
+  double eps() const { return eps_; }
   torch::Tensor weight;
 
  private:
@@ -65,6 +66,9 @@ struct attention_inputs {
   std::vector<torch::Tensor>* k_out = nullptr;  // prefill: collect (B, kv_heads, T, head_dim)
   std::vector<torch::Tensor>* v_out = nullptr;
   const segment_plan* segments = nullptr;  // one padding-free row (B = 1): per-block attention
+  /// Decode by the fused kernels (fused_decode.hpp): CausalLMImpl::fused_decode, and the
+  /// activations' dtype and device have them. No mask: row b reads keys 0..cache_pos[b].
+  bool fused = false;
   /// The batch-invariant kernels (CausalLMImpl::batch_invariant), with the keys each query
   /// sees in the order every path visits them.
   bool invariant = false;
@@ -76,10 +80,20 @@ class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const model_config& cfg);
   torch::Tensor forward(const torch::Tensor& x, const attention_inputs& in);  // (B, T, hidden)
+  /// One fused decode step: x (B, hidden) normed -> (B, hidden), the cache written.
+  torch::Tensor decode_fused(const torch::Tensor& x, const attention_inputs& in);
+  /// Makes q/k/v_proj's weights (and biases) views of one (q + 2 kv, hidden) tensor, so that a
+  /// forward without gradients runs one matmul for the three; values unchanged.
+  void pack();
+  /// Whether the parameters still are those views (a load that re-points them undoes it).
+  bool packed() const;
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
+  // x (B, T, hidden) -> (B, T, (heads + 2 kv_heads) * head_dim): q, k, v side by side.
+  torch::Tensor qkv(const torch::Tensor& x) const;
   int64_t heads_, kv_heads_, head_dim_;
+  torch::Tensor qkv_weight_, qkv_bias_;  // the packed storage (not registered: no new names)
 };
 TORCH_MODULE(Attention);
 
@@ -89,7 +103,15 @@ class MLPImpl : public torch::nn::Module {
   explicit MLPImpl(const model_config& cfg);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor forward_invariant(const torch::Tensor& x);  // batch-invariant kernels
+  /// x (B, hidden) -> (B, hidden) by the fused silu * up kernel.
+  torch::Tensor decode_fused(const torch::Tensor& x);
+  /// gate_proj and up_proj's weights as views of one (2 * intermediate, hidden) tensor.
+  void pack();
+  bool packed() const;
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  torch::Tensor gate_up_weight_;
 };
 TORCH_MODULE(MLP);
 
@@ -120,6 +142,8 @@ class TransformerImpl : public torch::nn::Module {
   bool checkpoint_layers = false;
 
  private:
+  // The decoder stack of one fused decode step: h (B, 1, hidden) -> after the final norm.
+  torch::Tensor decode_fused(const torch::Tensor& h, attention_inputs& in);
   torch::Tensor inv_freq_;  // (head_dim / 2,)
   std::vector<DecoderLayer> layer_list_;
 };
@@ -174,6 +198,19 @@ class CausalLMImpl : public torch::nn::Module {
   /// Whether this forward runs the batch-invariant kernels (batch_invariant and no gradient).
   bool invariant_now() const;
 
+  /// decode() by the fused kernels (fused_decode.hpp: add + RMSNorm, rotary + cache write,
+  /// attention over the cache, silu * up) where they cover the dtype and device, and with one
+  /// matmul for q/k/v and one for gate/up once pack_projections() ran: a few operators per
+  /// layer instead of some forty. The same function as the composition, up to the order of
+  /// float additions (tested). Off: the composition, as before. batch_invariant wins over it.
+  bool fused_decode = kFusedDecodeDefault;
+  /// Packs each layer's q/k/v and gate/up weights into one tensor apiece (the parameters
+  /// become views of it; names, shapes and values stay). Generators call it; a parameter it
+  /// packed is copied into by load_snapshot, never re-pointed at a snapshot (is_packed).
+  void pack_projections();
+  /// Whether pack_projections() made `p` a view of a packed tensor.
+  bool is_packed(const torch::Tensor& p) const;
+
   const model_config& config() const { return cfg_; }
   /// Parameters in a fixed order with their HF names (the order of registration).
   std::vector<std::pair<std::string, torch::Tensor>> ordered_parameters() const;
@@ -184,6 +221,7 @@ class CausalLMImpl : public torch::nn::Module {
  private:
   model_config cfg_;
   std::optional<torch::ScalarType> compute_;
+  std::vector<const void*> packed_;  // TensorImpl of each parameter pack_projections() packed
 };
 TORCH_MODULE(CausalLM);
 

@@ -7,6 +7,9 @@
 
 namespace asyncrl {
 
+/// rollout.fused_decode and CausalLMImpl::fused_decode: decode steps by the fused kernels.
+inline constexpr bool kFusedDecodeDefault = true;
+
 struct model_init_config;
 
 /// The architecture fields of a Hugging Face `config.json` for Qwen2 or Llama models.

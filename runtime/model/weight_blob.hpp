@@ -48,8 +48,9 @@ inline size_t element_size(weight_dtype d) {
   return d == weight_dtype::bf16 ? 2 : 4;
 }
 
-/// A snapshot's tensors as one flat tensor on the model's device (defined in weight_sync.cpp,
-/// which holds the torch code): an in-process version on a GPU never crosses to the host.
+/// A snapshot's tensors as one flat tensor on the model's device, with the event its readers
+/// wait for (defined in weight_sync.cpp, which holds the torch code): an in-process version on
+/// a GPU never crosses to the host.
 struct device_weights;
 
 /// All parameters of a model as one contiguous buffer, tensors in a fixed order.

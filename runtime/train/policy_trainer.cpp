@@ -10,6 +10,7 @@
 
 #include "runtime/dist/dist_group.hpp"
 #include "runtime/model/batch_invariant.hpp"
+#include "runtime/model/chunked_logprobs.hpp"
 #include "runtime/model/logprobs.hpp"
 #include "runtime/train/dp_commands.hpp"
 #include "runtime/train/grad_reducer.hpp"
@@ -40,15 +41,34 @@ CausalLM frozen_copy(const CausalLM& src) {
   return m;
 }
 
+// Hidden states (N, H) at the positions that predict each response token.
+at::Tensor response_hidden(CausalLMImpl& model, const packed_batch& b) {
+  auto h = b.segments.empty() ? model.hidden(b.ids, b.pos, b.mask)
+                              : model.hidden(b.ids, b.pos, b.segments);  // (B, T, H)
+  return h.reshape({-1, h.size(-1)}).index_select(0, b.src);            // (N, H)
+}
+
 // Logits (N, V) / T at the positions that predict each response token, in at least float32
 // (a bf16 forward's logits are upcast before the temperature and the log-softmax, as the
 // sampler upcasts them).
 at::Tensor response_logits(CausalLMImpl& model, const packed_batch& b, double temperature) {
-  auto h = b.segments.empty() ? model.hidden(b.ids, b.pos, b.mask)
-                              : model.hidden(b.ids, b.pos, b.segments);  // (B, T, H)
-  auto rows = h.reshape({-1, h.size(-1)}).index_select(0, b.src);        // (N, H)
-  auto logits = at_least_float(model.lm_logits(rows));                   // (N, V)
+  auto logits = at_least_float(model.lm_logits(response_hidden(model, b)));  // (N, V)
   return temperature == 1.0 ? logits : logits / temperature;
+}
+
+// The LM head's weight (V, H): lm_head's, or the embedding's when tied (as lm_logits reads it).
+const at::Tensor& lm_weight(CausalLMImpl& model) {
+  return model.lm_head ? model.lm_head->weight : model.model->embed_tokens->weight;
+}
+
+// trainer.logprob_chunk_tokens: log-probs (N,) and, with `entropy`, the per-token entropy (N,)
+// of the response tokens, the logits a chunk of tokens at a time (chunked_logprobs.hpp).
+at::Tensor chunked_logprobs(CausalLMImpl& model, const packed_batch& b, double temperature,
+                            int64_t chunk_tokens, at::Tensor* entropy) {
+  auto out = chunked_token_logprobs(response_hidden(model, b), lm_weight(model), b.targets,
+                                    temperature, chunk_tokens, entropy != nullptr);
+  if (entropy) *entropy = out.entropy;
+  return out.logp;
 }
 
 // rollout.batch_invariant: log softmax(logits / T)[target] (N,) by the sampler's own function,
@@ -139,8 +159,9 @@ void policy_trainer::join_data_parallel(dist_group& group, bool shard_optimizer)
     at::NoGradGuard ng;
     std::vector<at::Tensor> weights;
     for (const auto* m : {&policy_, &old_, &ref_})
-      for (auto& p : (*m)->parameters())
-        weights.push_back(p.detach());
+      if (*m)  // the frozen copies exist only when the loss or metrics read them
+        for (auto& p : (*m)->parameters())
+          weights.push_back(p.detach());
     group.broadcast(weights, 0);
   }
   if (shard_optimizer) {
@@ -150,13 +171,14 @@ void policy_trainer::join_data_parallel(dist_group& group, bool shard_optimizer)
   }
   const auto params = policy_->parameters();
   reducer_ = std::make_unique<grad_reducer>(
-      group, params, grad64_.empty() ? params.front().scalar_type() : at::kDouble,
+      group, params, p_.deterministic_accumulation ? at::kDouble : params.front().scalar_type(),
       p_.grad_bucket_bytes);
 }
 
 at::Tensor policy_trainer::rank_sum(const std::vector<at::Tensor>& params, size_t i) {
   at::NoGradGuard ng;
-  if (!grad64_.empty()) {
+  if (p_.deterministic_accumulation) {
+    ensure_accumulators();
     if (!grad64_lo_.empty()) {
       grad64_[i].add_(grad64_lo_[i]);
       grad64_lo_[i].zero_();
@@ -171,7 +193,7 @@ at::Tensor policy_trainer::rank_sum(const std::vector<at::Tensor>& params, size_
 void policy_trainer::close_gradients() {
   if (!reducer_ || reducer_->started()) return;
   // The float64 sums: a lone micro-batch's gradient is still in .grad.
-  if (first_in_grad_ && !grad64_.empty()) move_grads_to_accumulators();
+  if (first_in_grad_ && p_.deterministic_accumulation) move_grads_to_accumulators();
   const auto params = policy_->parameters();
   reducer_->ready_rest([&](size_t i) { return rank_sum(params, i); });
 }
@@ -183,6 +205,7 @@ void policy_trainer::backward_reducing(const at::Tensor& loss) {
   // computes it just after the hook. The hook of a leaf fires once per backward, with the
   // gradient from every use of the parameter summed (the tied embedding's two).
   const auto params = policy_->parameters();
+  if (p_.deterministic_accumulation) ensure_accumulators();
   std::vector<std::pair<size_t, unsigned>> hooks;
   auto remove = [&] {
     for (const auto& [i, h] : hooks)
@@ -194,13 +217,13 @@ void policy_trainer::backward_reducing(const at::Tensor& loss) {
     auto* p = &params[i];
     hooks.emplace_back(i, params[i].register_hook([this, i, p, &params](const at::Tensor& g) {
       at::NoGradGuard ng;
-      if (grad64_.empty()) {
+      if (!p_.deterministic_accumulation) {
         const auto& prior = p->grad();
         reducer_->ready(i, prior.defined() ? prior + g : g);
         return;
       }
       if (grad64_lo_.empty())
-        grad64_[i].add_(g.to(at::kDouble));
+        grad64_[i].add_(g);  // float32 into float64: exact, with no float64 copy of g
       else
         add_compensated(grad64_[i], grad64_lo_[i], g);
       reducer_->ready(i, rank_sum(params, i));
@@ -213,7 +236,7 @@ void policy_trainer::backward_reducing(const at::Tensor& loss) {
     throw;
   }
   remove();
-  if (!grad64_.empty()) {
+  if (p_.deterministic_accumulation) {
     // Autograd also added each g to .grad: the accumulators already hold it.
     at::NoGradGuard ng;
     for (auto& p : params)
@@ -226,7 +249,7 @@ void policy_trainer::finish_reduction() {
   at::NoGradGuard ng;
   const auto params = policy_->parameters();
   reducer_->finish([&](size_t i, const at::Tensor& sum) {
-    if (!grad64_.empty())
+    if (p_.deterministic_accumulation)
       grad64_[i].copy_(sum);
     else
       params[i].mutable_grad().copy_(sum);
@@ -328,9 +351,12 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
     policy_->set_compute_dtype(at::kBFloat16);
   }
   policy_->model->checkpoint_layers = p_.activation_checkpointing;
-  old_ = frozen_copy(policy_);
-  ref_ = frozen_copy(policy_);
-  policy_->batch_invariant = old_->batch_invariant = ref_->batch_invariant = p_.batch_invariant;
+  // The frozen float32 (or float64) copies cost a model each: only those the loss or the
+  // metrics read.
+  if (needs_old()) old_ = frozen_copy(policy_);
+  if (needs_ref()) ref_ = frozen_copy(policy_);
+  for (auto* m : {&policy_, &old_, &ref_})
+    if (*m) (*m)->batch_invariant = p_.batch_invariant;
   loss_cfg_.loss = p_.loss;
   loss_cfg_.clip = {p_.clip_eps_low, p_.clip_eps_high, p_.dual_clip_c};
   loss_cfg_.kl_coef = p_.kl_coef;
@@ -340,27 +366,45 @@ policy_trainer::policy_trainer(CausalLM policy, policy_trainer_params params)
   loss_cfg_.host_stats = false;
   optimizer_ = std::make_unique<policy_optimizer>(policy_->parameters(), optimizer_options_of(p_));
   schedule_ = lr_schedule{p_.lr_schedule, p_.lr, p_.warmup_steps, p_.total_steps, p_.min_lr_ratio};
-  if (p_.deterministic_accumulation)
-    for (auto& p : policy_->parameters()) {
-      grad64_.push_back(at::zeros_like(p, at::kDouble));
-      if (p.scalar_type() == at::kDouble) grad64_lo_.push_back(at::zeros_like(p, at::kDouble));
-    }
+  // The float64 accumulators (deterministic_accumulation) come with the first step that has a
+  // second micro-batch (ensure_accumulators): a step of one micro-batch never needs them.
   policy_->train();
+}
+
+bool policy_trainer::needs_old() const {
+  // The old model's log-probs: the coupled loss's logp_old unless the rollout's stand in, the
+  // decoupled loss's recomputed proximal policy. The mismatch metrics read it only then.
+  return p_.loss == loss_kind::grpo ? !p_.use_rollout_logprobs
+                                    : p_.prox_logp == prox_method::recompute;
+}
+
+bool policy_trainer::needs_ref() const { return p_.kl_coef > 0 || p_.compute_ref; }
+
+void policy_trainer::ensure_accumulators() {
+  if (!grad64_.empty()) return;
+  at::NoGradGuard ng;
+  for (auto& p : policy_->parameters()) {
+    grad64_.push_back(at::zeros_like(p, at::kDouble));
+    if (p.scalar_type() == at::kDouble) grad64_lo_.push_back(at::zeros_like(p, at::kDouble));
+  }
 }
 
 void policy_trainer::begin_batch() {
   if (cmds_) cmds_->begin_batch();
+  old_version_ = version_;
+  if (!old_) return;
   at::NoGradGuard ng;
   auto from = policy_->ordered_parameters();
   auto to = old_->ordered_parameters();
   for (size_t i = 0; i < to.size(); ++i)
     to[i].second.copy_(from[i].second);
-  old_version_ = version_;
 }
 
 at::Tensor policy_trainer::packed_logprobs(CausalLMImpl& model, const packed_batch& b) {
   at::NoGradGuard ng;
   if (model.batch_invariant) return invariant_logprobs(model, b, p_.temperature);
+  if (p_.logprob_chunk_tokens > 0)
+    return chunked_logprobs(model, b, p_.temperature, p_.logprob_chunk_tokens, nullptr);
   return token_logprobs(response_logits(model, b, p_.temperature), b.targets);  // (N,)
 }
 
@@ -418,21 +462,26 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, 
   auto behav_t = grid(at::tensor(behav)).to(dtype);
   auto adv_t = grid(at::tensor(adv)).to(dtype);
 
-  at::Tensor logits, logp_packed;  // (N, V) and (N,), with grad
+  at::Tensor logp_packed, entropy;  // (N,) with grad, (N,) without
   if (p_.batch_invariant) {
     auto out = invariant_policy_logprobs::apply(policy_->parameters().front(),
                                                 reinterpret_cast<int64_t>(policy_.get()),
                                                 reinterpret_cast<int64_t>(&b), p_.temperature);
     logp_packed = out[0];
-    logits = out[1];
+    at::NoGradGuard ng;
+    entropy = rl::entropy_from_logits(out[1].detach());
+  } else if (p_.logprob_chunk_tokens > 0) {
+    logp_packed = chunked_logprobs(*policy_, b, p_.temperature, p_.logprob_chunk_tokens, &entropy);
   } else {
-    logits = response_logits(*policy_, b, p_.temperature);
+    auto logits = response_logits(*policy_, b, p_.temperature);  // (N, V)
     logp_packed = token_logprobs(logits, b.targets);
+    at::NoGradGuard ng;
+    entropy = rl::entropy_from_logits(logits.detach());
   }
   auto logp = rows(logp_packed);
   {
     at::NoGradGuard ng;  // summed on the device; step() reads it
-    add_device_sum(entropy_dev_, rl::entropy_from_logits(logits.detach()).mul(b.trained).sum());
+    add_device_sum(entropy_dev_, entropy.mul(b.trained).sum());
   }
 
   rl::loss_inputs in;
@@ -471,7 +520,7 @@ void policy_trainer::accumulate(const std::vector<const scored_sample*>& micro, 
     backward_reducing(out.loss);
   else
     out.loss.backward();
-  if (!grad64_.empty() && !overlap) {
+  if (p_.deterministic_accumulation && !overlap) {
     if (micro_batches_ == 0)
       first_in_grad_ = true;
     else
@@ -512,13 +561,14 @@ void policy_trainer::add_mismatch(const at::Tensor& train_logp, const at::Tensor
 }
 
 void policy_trainer::move_grads_to_accumulators() {
+  ensure_accumulators();
   at::NoGradGuard ng;
   auto params = policy_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     auto& g = params[i].mutable_grad();
     if (!g.defined()) continue;
     if (grad64_lo_.empty())
-      grad64_[i].add_(g.to(at::kDouble));
+      grad64_[i].add_(g);  // float32 into float64: exact, with no float64 copy of g
     else
       add_compensated(grad64_[i], grad64_lo_[i], g);
     g.zero_();
@@ -583,14 +633,19 @@ update_stats policy_trainer::step_here() {
     for (size_t i = 0; i < params.size(); ++i) {
       auto& g = params[i].mutable_grad();
       if (!grad64_.empty()) {
-        // In the parameters' working dtype: float64 stays float64.
-        auto scaled = (accumulated(i) / norm).to(params[i].scalar_type());
+        // In the parameters' working dtype: float64 stays float64. In place: the same values
+        // as (hi + lo) / norm, without a float64 temporary the size of the parameter.
+        auto& sum = grad64_[i];
+        if (!grad64_lo_.empty()) {
+          sum.add_(grad64_lo_[i]);
+          grad64_lo_[i].zero_();
+        }
+        sum.div_(norm);
         if (g.defined())
-          g.copy_(scaled);
+          g.copy_(sum);
         else
-          g = scaled;
-        grad64_[i].zero_();
-        if (!grad64_lo_.empty()) grad64_lo_[i].zero_();
+          g = sum.to(params[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+        sum.zero_();
       } else if (g.defined()) {
         g.div_(norm);
       }

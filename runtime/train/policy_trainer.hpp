@@ -32,7 +32,7 @@ class policy_trainer {
  public:
   /// Takes over the policy (converting it to float64 when params.precision says so; with bf16
   /// it stays float32 and computes in bf16) and copies it into the old and reference models
-  /// (frozen).
+  /// (frozen), each only when the loss or the metrics read it (needs_old, needs_ref).
   policy_trainer(CausalLM policy, policy_trainer_params params);
   ~policy_trainer();
 
@@ -99,8 +99,14 @@ class policy_trainer {
   void set_version(int64_t v) { version_ = v; }
   int64_t skipped_steps() const;
   CausalLM policy() const { return policy_; }
+  /// The frozen copies; null when the params never read them (needs_old, needs_ref).
   CausalLM old_policy() const { return old_; }
   CausalLM reference() const { return ref_; }
+  /// The loss reads the old model's log-probs: grpo without use_rollout_logprobs, or the
+  /// decoupled loss with prox_logp = recompute.
+  bool needs_old() const;
+  /// The reference forward runs: kl_coef > 0 or compute_ref.
+  bool needs_ref() const;
 
   /// Per-token log-probs (N,) of the samples' responses under `model`, flattened sample by
   /// sample in the given order; no gradient. For tests and checks (rollout vs trainer).
@@ -136,12 +142,14 @@ class policy_trainer {
   // Zeroes the mini-batch's metric sums (below): after a step, and on load_state.
   void clear_minibatch_sums();
 
-  std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode)
+  std::vector<at::Tensor> grad64_;     // float64 accumulators (deterministic mode), when needed
   std::vector<at::Tensor> grad64_lo_;  // float64 weights only: their TwoSum error terms
   // The mini-batch's first micro-batch gradient is still in the parameters' .grad, not yet in
   // grad64_ (moved there when a second micro-batch comes; used as is when none does).
   bool first_in_grad_ = false;
   void move_grads_to_accumulators();
+  // Allocates grad64_ (and grad64_lo_) at their first use.
+  void ensure_accumulators();
   int64_t version_ = 0;
   int64_t old_version_ = 0;  // the weights version in old_ (begin_batch)
   int64_t steps_taken_ = 0;

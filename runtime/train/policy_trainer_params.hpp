@@ -45,6 +45,12 @@ struct policy_trainer_params {
   int64_t grad_bucket_bytes = int64_t{25} << 20;
   bool overlap_grad_reduce = true;
 
+  /// Log-probs (and the entropy metric) from the LM head this many tokens at a time, the
+  /// backward recomputing each chunk's logits (runtime/model/chunked_logprobs.hpp): no (N, V)
+  /// logits of a whole micro-batch. 0 = the plain full-logits composition. Not used with
+  /// batch_invariant (its own kernels).
+  int64_t logprob_chunk_tokens = 2048;
+
   double temperature = 1.0;  // logits are divided by it, as the generator does
   /// rollout.batch_invariant: the trainer's log-probs by the batch-invariant kernels, equal bit
   /// for bit to the rollouts' under the same weights (model.hpp, CausalLMImpl::batch_invariant).

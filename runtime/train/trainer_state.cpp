@@ -3,7 +3,8 @@
 //   format                      int, kTrainerStateFormat
 //   steps_taken, version        int: the lr-schedule position and the weights' version
 //   policy, old, reference      archives: "names" (list of str) and tensors "0".."n-1", in
-//                               ordered_parameters() order
+//                               ordered_parameters() order; old and reference only when the
+//                               trainer holds them (policy_trainer::needs_old, needs_ref)
 //   optimizer                   archive: policy_optimizer::save (AdamW state, step/skip counts)
 // Tensors are keyed by index, not name: archive keys become TorchScript attribute names, and
 // parameter names contain dots.
@@ -154,8 +155,8 @@ std::string policy_trainer::save_state() const {
   ar.write("steps_taken", c10::IValue(steps_taken_));
   ar.write("version", c10::IValue(version_));
   save_model(ar, "policy", policy_);
-  save_model(ar, "old", old_);
-  save_model(ar, "reference", ref_);
+  if (old_) save_model(ar, "old", old_);
+  if (ref_) save_model(ar, "reference", ref_);
   OutputArchive opt(ar.compilation_unit());
   if (sharded_)
     sharded_->save(opt);  // collective: gathers every rank's shard
@@ -180,11 +181,21 @@ void policy_trainer::load_state(const std::string& bytes) {
     const int64_t steps_taken = read_int(ar, "steps_taken");
     const int64_t version = read_int(ar, "version");
     const auto policy = read_model(ar, "policy");
-    const auto old = read_model(ar, "old");
-    const auto ref = read_model(ar, "reference");
+    // A frozen copy this trainer does not hold is skipped; one it holds must be in the state.
+    auto frozen = [&](const char* key, const CausalLM& m) {
+      saved_model out;
+      if (!m) return out;
+      InputArchive probe;
+      if (!ar.try_read(key, probe))
+        throw std::runtime_error(std::string("trainer state: no '") + key +
+                                 "' model: saved by a trainer whose loss did not read it");
+      out = read_model(ar, key);
+      check_model(key, out, m);
+      return out;
+    };
     check_model("policy", policy, policy_);
-    check_model("old", old, old_);
-    check_model("reference", ref, ref_);
+    const auto old = frozen("old", old_);
+    const auto ref = frozen("reference", ref_);
     InputArchive opt;
     ar.read("optimizer", opt);
     if (sharded_)
@@ -193,8 +204,8 @@ void policy_trainer::load_state(const std::string& bytes) {
       optimizer_->load(opt);  // checks before it replaces: the last step that can throw
 
     copy_into(policy, policy_);
-    copy_into(old, old_);
-    copy_into(ref, ref_);
+    if (old_) copy_into(old, old_);
+    if (ref_) copy_into(ref, ref_);
     steps_taken_ = steps_taken;
     version_ = version;
   } catch (const c10::Error& e) {
