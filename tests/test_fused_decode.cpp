@@ -5,6 +5,7 @@
 
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include "runtime/model/fused_decode.hpp"
 #include "runtime/model/model.hpp"
@@ -277,6 +278,63 @@ TEST(FusedDecode, StepDispatchesAThirdOfTheOperatorsOrFewer) {
   RecordProperty("fused_ops", static_cast<int>(fused));
   EXPECT_GT(fused, 0);
   EXPECT_LE(3 * fused, composed) << "fused " << fused << ", composed " << composed;
+}
+
+}  // namespace
+
+namespace {
+
+// The CUDA kernels (fused_decode_cuda.cu) against the same compositions, on the GPU: skipped
+// where there is none (CI), run by the first session that has one.
+TEST(FusedDecode, CudaKernelsMatchTheCompositionOnTheGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device gpu(torch::kCUDA);
+  const int64_t B = 5, H = 14, KVH = 2, D = 64, L = 40, G = H / KVH;
+  // float32: sums in another order (and __expf); bf16: one ulp of values ~4.
+  for (const auto& [t, eps] : {tol{torch::kFloat, 1e-4}, tol{torch::kBFloat16, 6e-2}}) {
+    ASSERT_TRUE(fused::supported(torch::empty({1}, torch::TensorOptions(t).device(gpu)), D));
+    auto r = randn({B, 896}, t, 51).to(gpu), x = randn({B, 896}, t, 52).to(gpu);
+    auto w = randn({896}, torch::kFloat, 53).to(gpu);
+    auto [sum, norm] = fused::add_rms_norm(r, x, w, 1e-6);
+    EXPECT_EQ(max_abs(sum, r + x), 0.0) << t;
+    EXPECT_LE(max_abs(norm, rms_norm_ref(r + x, w, 1e-6)), eps) << t;
+
+    auto all = randn({B, (H + 2 * KVH) * D}, t, 54).to(gpu);
+    auto q = all.narrow(1, 0, H * D), k = all.narrow(1, H * D, KVH * D);
+    auto v = all.narrow(1, (H + KVH) * D, KVH * D);
+    auto angles = randn({B, 1, 1, D}, torch::kFloat, 55).to(gpu);
+    auto c = angles.cos().to(t), s = angles.sin().to(t);
+    auto pos = torch::tensor({0, 7, 39, 12, 3}, torch::kLong).to(gpu);
+    auto kc = randn({B, KVH, L, D}, t, 56).to(gpu), vc = randn({B, KVH, L, D}, t, 57).to(gpu);
+    auto qr = fused::rope_write_cache(q, k, v, c, s, pos, kc, vc);
+    auto c3 = c.reshape({B, 1, D}), s3 = s.reshape({B, 1, D});
+    EXPECT_LE(max_abs(qr, rope_ref(q.reshape({B, H, D}), c3, s3)), t == torch::kFloat ? 1e-6 : 0.0)
+        << t;
+    auto want_k = rope_ref(k.reshape({B, KVH, D}), c3, s3);
+    auto pos_h = pos.cpu();
+    for (int64_t b = 0; b < B; ++b) {
+      const auto p = pos_h[b].item<int64_t>();
+      EXPECT_LE(max_abs(kc[b].select(1, p), want_k[b]), t == torch::kFloat ? 1e-6 : 0.0) << t;
+      EXPECT_EQ(max_abs(vc[b].select(1, p), v[b].reshape({KVH, D})), 0.0) << t;
+    }
+
+    auto got = fused::decode_attention(qr, kc, vc, pos).view({B, H, D});
+    for (int64_t b = 0; b < B; ++b) {
+      const auto n = pos_h[b].item<int64_t>() + 1;
+      for (int64_t h = 0; h < H; ++h) {
+        auto keys = kc[b][h / G].narrow(0, 0, n), values = vc[b][h / G].narrow(0, 0, n);
+        auto scores = torch::matmul(keys, qr[b][h]).to(torch::kFloat);
+        auto probs = torch::softmax(scores / std::sqrt(double(D)), -1).to(t);
+        EXPECT_LE(max_abs(got[b][h], torch::matmul(probs, values)), eps) << t << " " << b << h;
+      }
+    }
+
+    auto gu = randn({B, 2 * 4864}, t, 58).to(gpu);
+    auto g = gu.narrow(1, 0, 4864), u = gu.narrow(1, 4864, 4864);
+    auto want = torch::silu(g) * u;
+    const double bound = t == torch::kBFloat16 ? want.abs().max().item<double>() / 128 : 1e-5;
+    EXPECT_LE(max_abs(fused::silu_mul(g, u), want), bound) << t;
+  }
 }
 
 }  // namespace
