@@ -3,16 +3,16 @@
 # names into build-gpu-deps/debs (ignored by /build*/ in .gitignore), with a SHA256SUMS, so that
 # a call to the lent GPU machine can carry them (that machine has no apt and no network).
 #   scripts/gpu_prepare.sh [DEB_DIR...]
-# Each package is looked up, in order, in the DEB_DIRs given, in /work/shared/gpu/debs (the
-# project's shared copy, when there), and in apt's cache (/var/cache/apt/archives); a package
-# found nowhere is fetched with `apt-get download` (the Debian 12 archive this machine uses).
+# Each package is looked up, in order, in the DEB_DIRs given and in apt's cache
+# (/var/cache/apt/archives); a package found nowhere is fetched with `apt-get download` (the
+# Debian 12 archive this machine uses).
 # Afterwards the run carries build-gpu-deps (about 21 MB) and, for the end-to-end run with
 # Qwen2.5's vocabulary, tests/fixtures/hf (scripts/fetch_tokenizers.py; 7 MB):
 #   run(command="OUT=$OUT bash bench/gpu_session.sh", carry=["build-gpu-deps", "tests/fixtures/hf"])
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="$ROOT/build-gpu-deps/debs"
-DIRS=("$@" /work/shared/gpu/debs /var/cache/apt/archives)
+DIRS=("$@" /var/cache/apt/archives)
 # Only the .deb files: a prefix unpacked from them (build-gpu-prefix/) stays out of what is carried.
 rm -rf "$ROOT/build-gpu-deps"
 mkdir -p "$DEST"
