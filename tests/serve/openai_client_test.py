@@ -238,8 +238,11 @@ def follow_a_run(model):
         v0 = c.models.list().data[0].model_extra["version"]
         check(v0 >= 1, f"followed version {v0}")
         before = chat(c, q, temperature=0, max_tokens=40, logprobs=True)
-        shutil.copy(os.path.join(rl, "checkpoints", ckpts[-1]),
-                    os.path.join(follow, "checkpoints"))
+        # Whole or not at all, as asyncrl writes checkpoints: a half-copied file is one the
+        # server looks at once, finds broken and skips (a loaded machine made that race real).
+        staged = os.path.join(WORK, "staged-" + ckpts[-1])
+        shutil.copy(os.path.join(rl, "checkpoints", ckpts[-1]), staged)
+        os.replace(staged, os.path.join(follow, "checkpoints", ckpts[-1]))
         deadline = time.time() + 300
         while c.models.list().data[0].model_extra["version"] == v0:
             check(time.time() < deadline, "serve --follow did not switch to the newer checkpoint")
